@@ -1,0 +1,13 @@
+// Package bench holds yuebing's workloads and measurements: load generators,
+// trace replay and the report format shared by every `yuebing bench` command.
+//
+// A benchmark fills a Report with one flat Row per measured case. Rows that
+// have a same-run baseline carry "baseline", "baseline_<unit>" and "ratio"
+// (the row's figure over the baseline's; higher is better). The report prints
+// as a human table or, for --json, as exactly one JSON object:
+//
+//	{"results":[{"name":"dram_get","gbps":11.2,"baseline":"copy","baseline_gbps":12.0,"ratio":0.93}]}
+//
+// Progress bars go to stderr so stdout stays machine-readable. Nothing imports
+// this package; it may import anything.
+package bench
