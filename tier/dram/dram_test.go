@@ -1,0 +1,169 @@
+package dram
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yuebing/yuebing/block"
+
+	"github.com/yuebing/yuebing/tier"
+	"github.com/yuebing/yuebing/tier/tiertest"
+)
+
+func newTestTier(t *testing.T, capacity int64) tier.Tier {
+	d, err := New(Options{Capacity: capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func TestConformance(t *testing.T) { tiertest.RunSuite(t, newTestTier) }
+
+func TestArenaIsOffHeap(t *testing.T) {
+	const capacity = 256 << 20
+	d, err := New(Options{Capacity: capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	v := make([]byte, 1<<20)
+	for i := 0; i < capacity/len(v); i++ {
+		if err := d.Put(t.Context(), tiertest.Key(i), v, tier.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 16<<20 {
+		t.Fatalf("storing %d MiB grew the Go heap by %d MiB", capacity>>20, grew>>20)
+	}
+	if st := d.Stats(); st.Used > capacity || st.Blocks < capacity/(1<<20)-1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestEvictionBackPressure: while the evict handler holds its victims'
+// pins, their space is not reused, so a put that needs it waits; releasing
+// the pins lets it through, and a put whose context ends first fails.
+func TestEvictionBackPressure(t *testing.T) {
+	d, err := New(Options{Capacity: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	held := make(chan *tier.Handle, 16)
+	d.SetEvictHandler(func(_ context.Context, _ block.Key, _ tier.BlockInfo, h *tier.Handle) { held <- h })
+	v := make([]byte, 256<<10)
+	for i := range 4 {
+		if err := d.Put(t.Context(), tiertest.Key(i), v, tier.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := d.Put(ctx, tiertest.Key(10), v, tier.PutOptions{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("put with victims held = %v, want the context's deadline", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Put(t.Context(), tiertest.Key(11), v, tier.PutOptions{}) }()
+	select {
+	case err := <-done:
+		t.Fatalf("put finished while its space was held: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	(<-held).Release()
+	if err := <-done; err != nil {
+		t.Fatalf("put after release: %v", err)
+	}
+	close(held)
+	for h := range held {
+		h.Release()
+	}
+}
+
+func TestNoSpaceWhenAllPinned(t *testing.T) {
+	d, err := New(Options{Capacity: 1 << 20, MaxPinnedFraction: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	v := make([]byte, 512<<10)
+	for i := range 2 {
+		k := tiertest.Key(i)
+		if err := d.Put(t.Context(), k, v, tier.PutOptions{PinnedUntil: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Put(t.Context(), tiertest.Key(5), v, tier.PutOptions{}); !errors.Is(err, tier.ErrNoSpace) {
+		t.Fatalf("put into a fully pinned tier = %v, want ErrNoSpace", err)
+	}
+}
+
+func TestPinLimit(t *testing.T) {
+	d, err := New(Options{Capacity: 1 << 20}) // soft pins may hold half
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	v := make([]byte, 300<<10)
+	for i := range 2 {
+		d.Put(t.Context(), tiertest.Key(i), v, tier.PutOptions{})
+	}
+	if err := d.Pin(tiertest.Key(0), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Pin(tiertest.Key(1), time.Now().Add(time.Hour)); !errors.Is(err, tier.ErrNoSpace) {
+		t.Fatalf("pin over the limit = %v, want ErrNoSpace", err)
+	}
+	if err := d.Pin(tiertest.Key(0), time.Now().Add(2*time.Hour)); err != nil {
+		t.Fatalf("extending an existing pin: %v", err)
+	}
+}
+
+func TestCloseWithOutstandingHandle(t *testing.T) {
+	d, err := New(Options{Capacity: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := tiertest.Key(1)
+	v := tiertest.Value(k, 4096)
+	d.Put(t.Context(), k, v, tier.PutOptions{})
+	h, err := d.Get(t.Context(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if _, err := d.Get(t.Context(), k); !errors.Is(err, tier.ErrClosed) {
+		t.Fatalf("Get after Close = %v", err)
+	}
+	if err := d.Put(t.Context(), tiertest.Key(2), v, tier.PutOptions{}); !errors.Is(err, tier.ErrClosed) {
+		t.Fatalf("Put after Close = %v", err)
+	}
+	// The arena stays mapped until the last handle goes.
+	if !bytes.Equal(h.Bytes(), v) {
+		t.Fatal("handle bytes changed after Close")
+	}
+	h.Release()
+	if d.arena != nil {
+		t.Fatal("arena still mapped after the last handle was released")
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	_, err := New(Options{Capacity: 10, Policy: "nope", MaxPinnedFraction: 2})
+	for _, want := range []string{"Capacity", "Policy", "MaxPinnedFraction"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package tier
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/yuebing/yuebing/block"
+)
+
+// Tier is one level of the block store. All methods are safe for concurrent
+// use.
+type Tier interface {
+	// Name identifies the tier in stats and logs ("dram", "ssd").
+	Name() string
+	// Put stores a copy of value under key. A key that is already stored is
+	// not rewritten: Put returns ErrExists. It returns ErrTooLarge for a
+	// value the tier can never hold and ErrNoSpace when room cannot be made.
+	// It may wait for room (evicted blocks still being read or demoted) until
+	// ctx is done.
+	Put(ctx context.Context, key block.Key, value []byte, opts PutOptions) error
+	// Create reserves room for a block of size bytes and returns a Writer to
+	// fill it; the block becomes visible when the Writer commits. Errors are
+	// as for Put, except that ErrExists may also come from Commit.
+	Create(ctx context.Context, key block.Key, size int64, opts PutOptions) (Writer, error)
+	// Get returns a pinned view of the block. The caller must Release it.
+	// Media that cannot be read in place (SSD) return a private copy,
+	// verified against its checksum; a corrupt block is dropped and Get
+	// returns an error wrapping ErrCorrupt.
+	Get(ctx context.Context, key block.Key) (*Handle, error)
+	// Stat returns a block's metadata without reading it.
+	Stat(key block.Key) (BlockInfo, error)
+	// Delete removes the block. Readers holding a Handle keep their view;
+	// the space is reclaimed when the last one releases it.
+	Delete(key block.Key) error
+	// Pin sets the block's soft pin: it is not evicted before until. A zero
+	// or past time unpins it.
+	Pin(key block.Key, until time.Time) error
+	// Range calls fn for every stored block until fn returns false. It sees
+	// a consistent entry for each block but not a snapshot of the whole tier.
+	Range(fn func(key block.Key, info BlockInfo) bool)
+	// Stats returns the tier's counters.
+	Stats() Stats
+	// Close releases the tier's resources. Blocks that outlive Close (SSD)
+	// are flushed first.
+	Close() error
+}
+
+// PutOptions qualify a put.
+type PutOptions struct {
+	// Checksum, when HasChecksum is set, is the CRC-32C the caller computed;
+	// the tier verifies the stored bytes against it before committing and
+	// returns ErrChecksum (storing nothing) on a mismatch.
+	Checksum    uint32
+	HasChecksum bool
+	// Parent is the block before this one in its prefix chain, when known;
+	// prefix-aware eviction policies use it.
+	Parent    block.Key
+	HasParent bool
+	// PinnedUntil soft-pins the block from the moment it is committed.
+	PinnedUntil time.Time
+}
+
+// BlockInfo is a stored block's metadata.
+type BlockInfo struct {
+	Size        int64
+	Checksum    uint32
+	PinnedUntil time.Time // zero when not pinned
+}
+
+// Writer fills a block reserved by Tier.Create. Writes are sequential. A
+// Writer is not safe for concurrent use.
+type Writer interface {
+	io.Writer
+	io.ReaderFrom
+	// Commit makes the block visible. It fails with ErrSize unless exactly
+	// the reserved size was written, ErrChecksum if the options carried a
+	// checksum the bytes do not match, and ErrExists if another writer
+	// committed the same key first. On any error nothing is stored.
+	Commit(ctx context.Context) error
+	// Abort discards the block. It is safe to call after Commit (a no-op).
+	Abort()
+}
+
+// EvictHandler receives a block a tier evicts to make room, so the block can
+// be demoted to a lower tier. h pins the block's bytes; the handler owns it
+// and must Release it, possibly later from another goroutine. The tier keeps
+// serving the block until the handler returns, and reclaims the space when h
+// is released. h is nil when the tier cannot offer the bytes (the bottom tier
+// of a hierarchy), which means the block is simply gone.
+//
+// A handler that blocks holds up the put that needed the room; that is how a
+// full demotion queue applies back-pressure. It is called without the tier's
+// locks held, and must not call back into the evicting tier.
+type EvictHandler func(ctx context.Context, key block.Key, info BlockInfo, h *Handle)
+
+// EvictNotifier is implemented by tiers that report evictions.
+type EvictNotifier interface {
+	SetEvictHandler(EvictHandler)
+}
+
+// Stats are a tier's counters. Counts are cumulative since the tier opened.
+type Stats struct {
+	Name      string `json:"name"`
+	Capacity  int64  `json:"capacity_bytes"`
+	Used      int64  `json:"used_bytes"`   // bytes allocated, including blocks being written or evicted
+	Blocks    int64  `json:"blocks"`       // committed blocks
+	Pinned    int64  `json:"pinned_bytes"` // bytes of soft-pinned blocks
+	Hits      int64  `json:"hits"`
+	Misses    int64  `json:"misses"`
+	Puts      int64  `json:"puts"`
+	Deletes   int64  `json:"deletes"`
+	Evictions int64  `json:"evictions"`
+	Corrupt   int64  `json:"corrupt"` // blocks dropped because they failed verification
+	// Demotions and Promotions are filled in by a Hierarchy: blocks moved
+	// from this tier to the next one down, and blocks copied up into it.
+	Demotions  int64 `json:"demotions"`
+	Promotions int64 `json:"promotions"`
+}
