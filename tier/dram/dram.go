@@ -1,7 +1,6 @@
 package dram
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/internal/expiry"
 	"github.com/yuebing/yuebing/tier"
 	"github.com/yuebing/yuebing/tier/policy"
 )
@@ -111,7 +111,7 @@ type DRAM struct {
 		alloc   *allocator
 		blocks  map[block.Key]*blk
 		policy  policy.Policy[block.Key]
-		pins    pinHeap
+		pins    expiry.Heap[*blk]
 		pinned  int64 // bytes of soft-pinned blocks
 		space   chan struct{}
 		closed  bool
@@ -466,7 +466,7 @@ func (d *DRAM) Pin(key block.Key, until time.Time) error {
 		b.inPolicy = false
 	}
 	b.pinnedUntil = u
-	heap.Push(&d.mu.pins, pinEntry{until: u, b: b})
+	d.mu.pins.Push(u, b)
 	return nil
 }
 
@@ -484,11 +484,14 @@ func (d *DRAM) unpinLocked(b *blk) {
 // expirePinsLocked returns blocks whose soft pin lapsed to the policy.
 func (d *DRAM) expirePinsLocked() {
 	now := d.opts.Now().UnixNano()
-	for d.mu.pins.Len() > 0 && d.mu.pins[0].until <= now {
-		e := heap.Pop(&d.mu.pins).(pinEntry)
+	for {
+		b, until, ok := d.mu.pins.PopDue(now)
+		if !ok {
+			return
+		}
 		// A pin that was extended or removed left a stale entry behind.
-		if e.b.pinnedUntil == e.until && e.b.state == stateLive {
-			d.unpinLocked(e.b)
+		if b.pinnedUntil == until && b.state == stateLive {
+			d.unpinLocked(b)
 		}
 	}
 }
@@ -556,23 +559,4 @@ func (d *DRAM) maybeUnmapLocked() {
 		}
 		d.arena = nil
 	}
-}
-
-// pinHeap orders soft pins by expiry.
-type pinEntry struct {
-	until int64
-	b     *blk
-}
-
-type pinHeap []pinEntry
-
-func (h pinHeap) Len() int           { return len(h) }
-func (h pinHeap) Less(i, j int) bool { return h[i].until < h[j].until }
-func (h pinHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *pinHeap) Push(x any)        { *h = append(*h, x.(pinEntry)) }
-func (h *pinHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
 }

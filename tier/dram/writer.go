@@ -1,7 +1,6 @@
 package dram
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -107,7 +106,7 @@ func (w *writer) Commit(context.Context) error {
 		d.mu.pinned+b.size <= int64(d.opts.MaxPinnedFraction*float64(d.opts.Capacity)) {
 		b.pinnedUntil = u
 		d.mu.pinned += b.size
-		heap.Push(&d.mu.pins, pinEntry{until: u, b: b})
+		d.mu.pins.Push(u, b)
 		return nil
 	}
 	d.mu.policy.Add(w.key, policy.Info[block.Key]{Size: b.size, Parent: w.opts.Parent, HasParent: w.opts.HasParent})

@@ -1,0 +1,110 @@
+package ssd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/tier/policy"
+)
+
+// Options configures an SSD tier.
+type Options struct {
+	// Dir holds the tier's files. Required. Segments go under Dir/segments,
+	// the index under Dir/index.
+	Dir string
+	// Capacity bounds the bytes of segment files. Required.
+	Capacity int64
+	// Compression is "none", "s2" or "zstd". Default "none": KV tensors
+	// of bf16 or fp8 compress little (docs/benchmarks.md), while zero-heavy
+	// blocks (padding, sparse caches) compress well.
+	Compression string
+	// SegmentSize is the size at which a segment is sealed and a new one
+	// started, and the unit of eviction. Default Capacity/64 clamped to
+	// [1 MiB, 64 MiB]. A block larger than this gets a segment of its own.
+	SegmentSize int64
+	// MaxBlockSize is the largest block accepted. Default
+	// min(256 MiB, Capacity/2): a block must not displace the whole tier.
+	MaxBlockSize int64
+	// NoSync acknowledges puts before their data is flushed to the device.
+	// Default false: a put returns only once it survives a crash.
+	NoSync bool
+	// MaxPinnedFraction bounds the share of Capacity that soft pins may hold.
+	// Default 0.5.
+	MaxPinnedFraction float64
+	// IndexCacheSize is pebble's block cache, in bytes. Default 8 MiB: the
+	// tier keeps its own in-memory map, pebble is read only at start-up.
+	IndexCacheSize int64
+	// Policy is the per-block eviction policy of the pebble-values layout
+	// (OpenPebble). Default "lru". The segment layout evicts whole segments
+	// in least-recently-read order.
+	Policy string
+	// Name in stats and logs. Default "ssd".
+	Name string
+	// Now is the clock for soft pins. Default time.Now.
+	Now func() time.Time
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills in zero fields.
+func (o *Options) EnsureDefaults() {
+	if o.Compression == "" {
+		o.Compression = "none"
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = min(max(o.Capacity/64, 1<<20), 64<<20)
+	}
+	if o.MaxBlockSize == 0 {
+		o.MaxBlockSize = min(256<<20, o.Capacity/2)
+	}
+	if o.MaxPinnedFraction == 0 {
+		o.MaxPinnedFraction = 0.5
+	}
+	if o.IndexCacheSize == 0 {
+		o.IndexCacheSize = 8 << 20
+	}
+	if o.Policy == "" {
+		o.Policy = "lru"
+	}
+	if o.Name == "" {
+		o.Name = "ssd"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports every invalid field.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Dir == "" {
+		errs = append(errs, errors.New("ssd: Dir is required"))
+	}
+	if o.Capacity < 1<<20 {
+		errs = append(errs, fmt.Errorf("ssd: Capacity %d bytes is below the minimum of 1 MiB", o.Capacity))
+	}
+	if _, err := block.ParseCodec(o.Compression); err != nil {
+		errs = append(errs, fmt.Errorf("ssd: Compression: %w", err))
+	}
+	if o.SegmentSize < 64<<10 || o.SegmentSize > o.Capacity {
+		errs = append(errs, fmt.Errorf("ssd: SegmentSize %d must be in [64 KiB, Capacity]", o.SegmentSize))
+	}
+	if o.MaxBlockSize <= 0 || o.MaxBlockSize > o.Capacity || o.MaxBlockSize > block.MaxPayload {
+		errs = append(errs, fmt.Errorf("ssd: MaxBlockSize %d must be in (0, min(Capacity, 4 GiB)]", o.MaxBlockSize))
+	}
+	if o.MaxPinnedFraction < 0 || o.MaxPinnedFraction > 1 {
+		errs = append(errs, fmt.Errorf("ssd: MaxPinnedFraction %v must be in [0, 1]", o.MaxPinnedFraction))
+	}
+	if _, err := policy.New[block.Key](o.Policy, o.Capacity); err != nil {
+		errs = append(errs, fmt.Errorf("ssd: Policy: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func (o *Options) pinLimit() int64 { return int64(o.MaxPinnedFraction * float64(o.Capacity)) }

@@ -1,0 +1,106 @@
+package ssd
+
+import (
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/yuebing/yuebing/block"
+)
+
+// The persisted index, in pebble:
+//
+//	'b' key(32)     -> location: segment u32, offset u64, record length u32,
+//	                   codec u8, raw length u32, stored length u32,
+//	                   crc u32, pinned-until i64 (Unix ns)
+//	'm' segment(4)  -> u64: every record below this offset is indexed
+//
+// All writes are NoSync: durability comes from the segment's fdatasync, and
+// the markers bound how much of each segment a restart must rescan.
+const (
+	prefixBlock  = 'b'
+	prefixMarker = 'm'
+	locationSize = 37
+)
+
+func blockIndexKey(k block.Key) []byte {
+	b := make([]byte, 1+block.KeySize)
+	b[0] = prefixBlock
+	copy(b[1:], k[:])
+	return b
+}
+
+func markerKey(seg uint32) []byte {
+	b := []byte{prefixMarker, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(b[1:], seg)
+	return b
+}
+
+type location struct {
+	seg         uint32
+	off         int64
+	recLen      int64
+	hdr         block.Header
+	pinnedUntil int64
+}
+
+func (l location) encode() []byte {
+	b := make([]byte, locationSize)
+	binary.LittleEndian.PutUint32(b[0:], l.seg)
+	binary.LittleEndian.PutUint64(b[4:], uint64(l.off))
+	binary.LittleEndian.PutUint32(b[12:], uint32(l.recLen))
+	b[16] = byte(l.hdr.Codec)
+	binary.LittleEndian.PutUint32(b[17:], l.hdr.RawLen)
+	binary.LittleEndian.PutUint32(b[21:], l.hdr.StoredLen)
+	binary.LittleEndian.PutUint32(b[25:], l.hdr.Checksum)
+	binary.LittleEndian.PutUint64(b[29:], uint64(l.pinnedUntil))
+	return b
+}
+
+func decodeLocation(b []byte) (location, error) {
+	if len(b) != locationSize {
+		return location{}, fmt.Errorf("ssd: index entry is %d bytes, want %d", len(b), locationSize)
+	}
+	l := location{
+		seg:    binary.LittleEndian.Uint32(b[0:]),
+		off:    int64(binary.LittleEndian.Uint64(b[4:])),
+		recLen: int64(binary.LittleEndian.Uint32(b[12:])),
+		hdr: block.Header{
+			Codec:     block.Codec(b[16]),
+			RawLen:    binary.LittleEndian.Uint32(b[17:]),
+			StoredLen: binary.LittleEndian.Uint32(b[21:]),
+			Checksum:  binary.LittleEndian.Uint32(b[25:]),
+		},
+		pinnedUntil: int64(binary.LittleEndian.Uint64(b[29:])),
+	}
+	if l.recLen != recHeaderSize+int64(l.hdr.StoredLen) || l.off < 0 {
+		return location{}, fmt.Errorf("ssd: index entry is inconsistent: record %d bytes for %d stored", l.recLen, l.hdr.StoredLen)
+	}
+	return l, nil
+}
+
+func openPebble(dir string, cacheSize int64, log *slog.Logger) (*pebble.DB, error) {
+	cache := pebble.NewCache(cacheSize)
+	defer cache.Unref()
+	db, err := pebble.Open(dir, &pebble.Options{Cache: cache, Logger: pebbleLogger{log}})
+	if err != nil {
+		return nil, fmt.Errorf("ssd: opening index in %s: %w", dir, err)
+	}
+	return db, nil
+}
+
+// pebbleLogger routes pebble's log lines to slog; its routine chatter
+// (flushes, compactions) goes to debug.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	panic("pebble: " + fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,128 @@
+package ssd
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/yuebing/yuebing/block"
+)
+
+// A record is one block in a segment file: a 64-byte header, then the stored
+// (possibly compressed) payload. Records are self-describing, so the segment
+// files alone are enough to rebuild the index, and verifiable: the header
+// checks itself and names its key; the payload's CRC-32C covers the
+// uncompressed bytes.
+//
+//	0  20  block.Header (codec, raw length, stored length, payload CRC-32C)
+//	20 32  block key
+//	52 4   CRC-32C of bytes 0..51
+//	56 8   reserved, zero
+//	64 ..  stored payload
+const recHeaderSize = 64
+
+func encodeRecHeader(b []byte, key block.Key, h block.Header) {
+	_ = b[recHeaderSize-1]
+	h.Encode(b[0:block.HeaderSize])
+	copy(b[20:52], key[:])
+	binary.LittleEndian.PutUint32(b[52:], block.Checksum(b[:52]))
+	clear(b[56:64])
+}
+
+func decodeRecHeader(b []byte) (block.Key, block.Header, error) {
+	var k block.Key
+	if len(b) < recHeaderSize {
+		return k, block.Header{}, fmt.Errorf("%w: record header is %d bytes", block.ErrCorrupt, len(b))
+	}
+	if got, want := block.Checksum(b[:52]), binary.LittleEndian.Uint32(b[52:]); got != want {
+		return k, block.Header{}, fmt.Errorf("%w: record header checksum %08x, want %08x", block.ErrCorrupt, got, want)
+	}
+	h, err := block.DecodeHeader(b[:block.HeaderSize])
+	if err != nil {
+		return k, block.Header{}, err
+	}
+	copy(k[:], b[20:52])
+	return k, h, nil
+}
+
+// codec compresses payloads for one tier. It is safe for concurrent use: the
+// zstd encoder and decoder are shared, as their package allows.
+type codec struct {
+	kind block.Codec
+	zenc *zstd.Encoder
+	zdec *zstd.Decoder
+}
+
+func newCodec(kind block.Codec, maxBlock int64) (*codec, error) {
+	c := &codec{kind: kind}
+	var err error
+	// The decoder is always ready: a tier reopened with compression turned
+	// off still reads the blocks it stored compressed.
+	c.zdec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(uint64(maxBlock)+1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("ssd: zstd decoder: %w", err)
+	}
+	if kind == block.CodecZstd {
+		// SpeedFastest: the SSD tier sits on the demotion path, where
+		// throughput matters more than the last few percent of ratio.
+		c.zenc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			return nil, fmt.Errorf("ssd: zstd encoder: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// compress returns the bytes to store and their codec. A payload that
+// compresses by less than 1/16 is stored raw: decompressing it on every read
+// would cost more than the space saves.
+func (c *codec) compress(raw []byte) ([]byte, block.Codec) {
+	var out []byte
+	switch c.kind {
+	case block.CodecS2:
+		out = s2.Encode(nil, raw)
+	case block.CodecZstd:
+		out = c.zenc.EncodeAll(raw, make([]byte, 0, len(raw)/2))
+	default:
+		return raw, block.CodecNone
+	}
+	if len(out) > len(raw)-len(raw)/16 {
+		return raw, block.CodecNone
+	}
+	return out, c.kind
+}
+
+// decompress returns the raw payload of stored bytes, checking that it has
+// the length the header promised before trusting it.
+func (c *codec) decompress(stored []byte, h block.Header) ([]byte, error) {
+	switch h.Codec {
+	case block.CodecNone:
+		return stored, nil
+	case block.CodecS2:
+		n, err := s2.DecodedLen(stored)
+		if err != nil || n != int(h.RawLen) {
+			return nil, fmt.Errorf("%w: s2 payload decodes to %d bytes, header says %d (%v)", block.ErrCorrupt, n, h.RawLen, err)
+		}
+		out, err := s2.Decode(make([]byte, n), stored)
+		if err != nil {
+			return nil, fmt.Errorf("%w: s2: %v", block.ErrCorrupt, err)
+		}
+		return out, nil
+	case block.CodecZstd:
+		out, err := c.zdec.DecodeAll(stored, make([]byte, 0, h.RawLen))
+		if err != nil || len(out) != int(h.RawLen) {
+			return nil, fmt.Errorf("%w: zstd payload decodes to %d bytes, header says %d (%v)", block.ErrCorrupt, len(out), h.RawLen, err)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: unknown codec %d", block.ErrCorrupt, h.Codec)
+}
+
+func (c *codec) close() {
+	if c.zenc != nil {
+		c.zenc.Close()
+	}
+	c.zdec.Close()
+}

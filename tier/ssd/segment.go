@@ -1,0 +1,118 @@
+package ssd
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/yuebing/yuebing/block"
+)
+
+// segment is one append-only file of records. Space is reserved under the
+// tier's lock and filled with positioned writes outside it, so puts to one
+// segment proceed in parallel; each put then waits for a flush that began
+// after its write, and concurrent puts share one fdatasync (group commit).
+type segment struct {
+	id   uint32
+	path string
+	f    *os.File
+
+	// Guarded by the tier's mutex.
+	size     int64 // bytes reserved (and, once writers finish, written)
+	live     int64 // bytes of records still indexed
+	keys     []block.Key
+	sealed   bool // no more reservations
+	draining bool // chosen for eviction
+	writers  int  // puts writing into the segment
+	refs     int  // readers and writers using f; the file closes at zero once dropped
+	dropped  bool
+	indexed  int64 // records below this offset are in the persisted index (a hint)
+
+	access atomic.Int64 // tick of the last hit, for segment-granularity LRU
+	flush  groupSync
+}
+
+func segmentName(id uint32) string { return fmt.Sprintf("%08d.seg", id) }
+
+func parseSegmentName(name string) (uint32, bool) {
+	base, ok := strings.CutSuffix(name, ".seg")
+	if !ok || len(base) != 8 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(base, 10, 32)
+	return uint32(n), err == nil
+}
+
+func createSegment(dir string, id uint32) (*segment, error) {
+	path := filepath.Join(dir, segmentName(id))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("ssd: creating segment: %w", err)
+	}
+	// The new file's directory entry must survive a crash for its records to.
+	if err := syncDir(dir); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &segment{id: id, path: path, f: f}, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("ssd: opening directory to sync: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("ssd: syncing directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// groupSync makes writes durable with as few fdatasyncs as possible: a
+// caller whose write has completed needs one flush that started after that;
+// whoever finds none running starts one, everyone else waits for it.
+type groupSync struct {
+	mu        sync.Mutex
+	cond      *sync.Cond
+	started   uint64
+	completed uint64
+	running   bool
+	err       error
+}
+
+func (g *groupSync) wait(f *os.File) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cond == nil {
+		g.cond = sync.NewCond(&g.mu)
+	}
+	target := g.started + 1
+	for g.completed < target {
+		if g.running {
+			g.cond.Wait()
+			continue
+		}
+		g.running = true
+		g.started++
+		gen := g.started
+		g.mu.Unlock()
+		err := unix.Fdatasync(int(f.Fd()))
+		g.mu.Lock()
+		g.running = false
+		g.completed = gen
+		if err != nil {
+			// A failed fsync leaves the file's durability unknown; every
+			// later caller fails too rather than trusting it.
+			g.err = fmt.Errorf("ssd: fdatasync: %w", err)
+		}
+		g.cond.Broadcast()
+	}
+	return g.err
+}

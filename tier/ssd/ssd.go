@@ -1,0 +1,882 @@
+package ssd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/internal/expiry"
+	"github.com/yuebing/yuebing/tier"
+)
+
+// SSD is the segment-file SSD tier. It is safe for concurrent use.
+//
+// One mutex guards the block map and the segment table; reads, writes,
+// fsyncs and file creation all happen outside it.
+type SSD struct {
+	opts    Options
+	segDir  string
+	db      *pebble.DB
+	codec   *codec
+	onEvict atomic.Pointer[tier.EvictHandler]
+	tick    atomic.Int64
+
+	mu struct {
+		sync.Mutex
+		blocks   map[block.Key]*entry
+		segs     map[uint32]*segment
+		active   *segment
+		nextID   uint32
+		creating bool
+		used     int64
+		pinned   int64
+		pins     expiry.Heap[block.Key]
+		writers  int
+		space    chan struct{} // closed and replaced when space is freed or a segment is ready
+		closed   bool
+		dbClosed bool
+		// trash is index entries and files to remove once the lock is
+		// released; see emptyTrash.
+		trash struct {
+			keys  []block.Key
+			segs  []*segment
+			count int
+		}
+	}
+	hits, misses, puts, deletes, evictions, corrupt atomic.Int64
+}
+
+var (
+	_ tier.Tier          = (*SSD)(nil)
+	_ tier.EvictNotifier = (*SSD)(nil)
+)
+
+// entry is a stored block. Guarded by the tier's mutex.
+type entry struct {
+	seg         *segment // nil while the block is being copied forward
+	off         int64
+	recLen      int64
+	hdr         block.Header
+	pinnedUntil int64
+	mem         []byte // the raw payload while seg is nil
+}
+
+func (e *entry) location() location {
+	l := location{off: e.off, recLen: e.recLen, hdr: e.hdr, pinnedUntil: e.pinnedUntil}
+	if e.seg != nil {
+		l.seg = e.seg.id
+	}
+	return l
+}
+
+// Open opens or creates the tier in opts.Dir, recovering what a crash left.
+func Open(opts Options) (*SSD, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	kind, _ := block.ParseCodec(opts.Compression)
+	c, err := newCodec(kind, opts.MaxBlockSize)
+	if err != nil {
+		return nil, err
+	}
+	s := &SSD{opts: opts, segDir: filepath.Join(opts.Dir, "segments"), codec: c}
+	s.mu.blocks = make(map[block.Key]*entry)
+	s.mu.segs = make(map[uint32]*segment)
+	s.mu.space = make(chan struct{})
+	if err := os.MkdirAll(s.segDir, 0o755); err != nil {
+		return nil, fmt.Errorf("ssd: %w", err)
+	}
+	s.db, err = openPebble(filepath.Join(opts.Dir, "index"), opts.IndexCacheSize, opts.Logger)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	if err := s.recover(); err != nil {
+		s.db.Close()
+		c.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Name implements tier.Tier.
+func (s *SSD) Name() string { return s.opts.Name }
+
+// SetEvictHandler implements tier.EvictNotifier. The handler gets a nil
+// Handle: the SSD tier is a hierarchy's bottom, where eviction means gone.
+func (s *SSD) SetEvictHandler(fn tier.EvictHandler) { s.onEvict.Store(&fn) }
+
+func (s *SSD) now() int64 { return s.opts.Now().UnixNano() }
+
+// Put implements tier.Tier.
+func (s *SSD) Put(ctx context.Context, key block.Key, value []byte, opts tier.PutOptions) error {
+	if int64(len(value)) > s.opts.MaxBlockSize {
+		return fmt.Errorf("%w: %d bytes, the SSD tier takes at most %d", tier.ErrTooLarge, len(value), s.opts.MaxBlockSize)
+	}
+	sum := block.Checksum(value)
+	if opts.HasChecksum && sum != opts.Checksum {
+		return fmt.Errorf("%w: got crc32c %08x, want %08x", tier.ErrChecksum, sum, opts.Checksum)
+	}
+	if s.contains(key) {
+		return tier.ErrExists
+	}
+	stored, kind := s.codec.compress(value)
+	hdr := block.Header{Codec: kind, RawLen: uint32(len(value)), StoredLen: uint32(len(stored)), Checksum: sum}
+	return s.write(ctx, key, hdr, stored, pinNanos(opts.PinnedUntil), nil)
+}
+
+func pinNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// Create implements tier.Tier. The block is buffered in memory until Commit:
+// the record's header, written first, needs the checksum of all of it.
+func (s *SSD) Create(ctx context.Context, key block.Key, size int64, opts tier.PutOptions) (tier.Writer, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("ssd: negative block size %d", size)
+	}
+	if size > s.opts.MaxBlockSize {
+		return nil, fmt.Errorf("%w: %d bytes, the SSD tier takes at most %d", tier.ErrTooLarge, size, s.opts.MaxBlockSize)
+	}
+	if s.contains(key) {
+		return nil, tier.ErrExists
+	}
+	return &bufWriter{buf: make([]byte, 0, size), size: int(size), commit: func(ctx context.Context, v []byte) error {
+		return s.Put(ctx, key, v, opts)
+	}}, nil
+}
+
+func (s *SSD) contains(key block.Key) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.mu.blocks[key]
+	return ok
+}
+
+// write stores one record and indexes it. replacing, when set, is the entry
+// of a pinned block being copied forward; the new record takes its place
+// only if it is still the key's entry.
+func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored []byte, pinnedUntil int64, replacing *entry) error {
+	recLen := recHeaderSize + int64(len(stored))
+	seg, off, err := s.reserve(ctx, recLen, replacing != nil)
+	if err != nil {
+		return err
+	}
+	var hb [recHeaderSize]byte
+	encodeRecHeader(hb[:], key, hdr)
+	err = pwritevFull(seg.f, [][]byte{hb[:], stored}, off)
+	if err == nil && !s.opts.NoSync {
+		err = seg.flush.wait(seg.f)
+	}
+
+	defer s.emptyTrash()
+	s.mu.Lock()
+	s.mu.writers--
+	seg.writers--
+	s.releaseSegLocked(seg)
+	if s.mu.closed {
+		s.signalLocked() // Close waits for writers
+	}
+	if err != nil {
+		s.maybeDropLocked(seg)
+		s.mu.Unlock()
+		return fmt.Errorf("ssd: writing block: %w", err)
+	}
+	cur, exists := s.mu.blocks[key]
+	if replacing == nil && exists || replacing != nil && cur != replacing {
+		// Another put of the key won, or the pinned block was deleted while
+		// being copied: this record is dead space.
+		s.maybeDropLocked(seg)
+		s.mu.Unlock()
+		if replacing != nil {
+			return nil
+		}
+		return tier.ErrExists
+	}
+	if s.mu.closed {
+		s.mu.Unlock()
+		return tier.ErrClosed
+	}
+	e := &entry{seg: seg, off: off, recLen: recLen, hdr: hdr}
+	if replacing != nil {
+		e.pinnedUntil = replacing.pinnedUntil
+	} else if pinnedUntil > s.now() && s.mu.pinned+int64(hdr.RawLen) <= s.opts.pinLimit() {
+		e.pinnedUntil = pinnedUntil
+		s.mu.pinned += int64(hdr.RawLen)
+		s.mu.pins.Push(pinnedUntil, key)
+	}
+	s.mu.blocks[key] = e
+	seg.live += recLen
+	seg.keys = append(seg.keys, key)
+	seg.indexed = max(seg.indexed, off+recLen)
+	marker := seg.indexed
+	loc := e.location()
+	if replacing == nil {
+		s.puts.Add(1)
+	}
+	s.mu.Unlock()
+
+	b := s.db.NewBatch()
+	b.Set(blockIndexKey(key), loc.encode(), nil)
+	var m [8]byte
+	putUint64(m[:], uint64(marker))
+	b.Set(markerKey(seg.id), m[:], nil)
+	if err := b.Commit(pebble.NoSync); err != nil {
+		// The record is durable and the rescan at the next open finds it;
+		// the block is served meanwhile from the in-memory map.
+		s.opts.Logger.Warn("ssd: persisting index entry", "err", err)
+	}
+	return nil
+}
+
+func pwritevFull(f *os.File, bufs [][]byte, off int64) error {
+	fd := int(f.Fd())
+	for len(bufs) > 0 {
+		n, err := unix.Pwritev(fd, bufs, off)
+		if err != nil {
+			return err
+		}
+		off += int64(n)
+		for n > 0 && len(bufs) > 0 {
+			if n >= len(bufs[0]) {
+				n -= len(bufs[0])
+				bufs = bufs[1:]
+			} else {
+				bufs[0] = bufs[0][n:]
+				n = 0
+			}
+		}
+		for len(bufs) > 0 && len(bufs[0]) == 0 {
+			bufs = bufs[1:]
+		}
+	}
+	return nil
+}
+
+// reserve finds room for a record of recLen bytes, evicting segments as
+// needed, and returns the segment and offset to write it at, with a writer's
+// reference on the segment. noEvict (copying a pinned block forward) fails
+// with ErrNoSpace rather than evicting again.
+func (s *SSD) reserve(ctx context.Context, recLen int64, noEvict bool) (*segment, int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.mu.closed {
+			return nil, 0, tier.ErrClosed
+		}
+		if s.mu.used+recLen > s.opts.Capacity {
+			if noEvict {
+				return nil, 0, fmt.Errorf("%w: copying a pinned block forward", tier.ErrNoSpace)
+			}
+			if v := s.pickVictimLocked(); v != nil {
+				s.evictSegmentLocked(ctx, v)
+				continue
+			}
+			if s.mu.writers == 0 && !s.mu.creating && !s.anyDrainingLocked() {
+				return nil, 0, fmt.Errorf("%w: %d bytes wanted, %d of %d used and nothing evictable", tier.ErrNoSpace, recLen, s.mu.used, s.opts.Capacity)
+			}
+			if err := s.waitLocked(ctx); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		dedicated := recLen > s.opts.SegmentSize
+		seg := s.mu.active
+		if dedicated || seg == nil || seg.size+recLen > s.opts.SegmentSize {
+			if s.mu.creating {
+				if err := s.waitLocked(ctx); err != nil {
+					return nil, 0, err
+				}
+				continue
+			}
+			seg, err := s.newSegmentLocked()
+			if err != nil {
+				return nil, 0, err
+			}
+			if !dedicated {
+				if old := s.mu.active; old != nil {
+					old.sealed = true
+					s.maybeDropLocked(old)
+				}
+				s.mu.active = seg
+				continue
+			}
+			seg.sealed = true
+			if s.mu.used+recLen > s.opts.Capacity {
+				s.maybeDropLocked(seg) // room went while the file was created
+				continue
+			}
+			return seg, s.reserveInLocked(seg, recLen), nil
+		}
+		return seg, s.reserveInLocked(seg, recLen), nil
+	}
+}
+
+func (s *SSD) reserveInLocked(seg *segment, recLen int64) int64 {
+	off := seg.size
+	seg.size += recLen
+	s.mu.used += recLen
+	seg.refs++
+	seg.writers++
+	s.mu.writers++
+	seg.access.Store(s.tick.Add(1))
+	return off
+}
+
+// newSegmentLocked creates a segment file without holding the lock.
+func (s *SSD) newSegmentLocked() (*segment, error) {
+	s.mu.creating = true
+	id := s.mu.nextID
+	s.mu.nextID++
+	s.mu.Unlock()
+	seg, err := createSegment(s.segDir, id)
+	s.mu.Lock()
+	s.mu.creating = false
+	s.signalLocked()
+	if err != nil {
+		return nil, err
+	}
+	seg.access.Store(s.tick.Add(1))
+	s.mu.segs[id] = seg
+	return seg, nil
+}
+
+func (s *SSD) waitLocked(ctx context.Context) error {
+	ch := s.mu.space
+	s.mu.Unlock()
+	defer s.mu.Lock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("ssd: waiting for space: %w", ctx.Err())
+	}
+}
+
+func (s *SSD) signalLocked() {
+	close(s.mu.space)
+	s.mu.space = make(chan struct{})
+}
+
+func (s *SSD) anyDrainingLocked() bool {
+	for _, seg := range s.mu.segs {
+		if seg.draining {
+			return true
+		}
+	}
+	return false
+}
+
+// pickVictimLocked returns the least recently read segment that can be
+// evicted: not being written to, not already draining. Readers do not hold a
+// segment back: an unlinked file stays readable through its open descriptor.
+func (s *SSD) pickVictimLocked() *segment {
+	var victim *segment
+	for _, seg := range s.mu.segs {
+		if seg.draining || seg.dropped || seg.writers > 0 {
+			continue
+		}
+		if victim == nil || seg.access.Load() < victim.access.Load() {
+			victim = seg
+		}
+	}
+	return victim
+}
+
+// evictSegmentLocked drops a segment: its unpinned blocks are evicted, its
+// pinned ones copied forward. It releases the lock for I/O.
+func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
+	v.draining = true
+	if v == s.mu.active {
+		v.sealed = true
+		s.mu.active = nil
+	}
+	s.expirePinsLocked()
+	var evicted []block.Key
+	type pinnedBlock struct {
+		key block.Key
+		e   *entry
+	}
+	var pinned []pinnedBlock
+	for _, k := range v.keys {
+		e := s.mu.blocks[k]
+		if e == nil || e.seg != v {
+			continue
+		}
+		if e.pinnedUntil != 0 {
+			pinned = append(pinned, pinnedBlock{k, e})
+			continue
+		}
+		delete(s.mu.blocks, k)
+		v.live -= e.recLen
+		evicted = append(evicted, k)
+	}
+	s.evictions.Add(int64(len(evicted)))
+	v.refs++ // hold the file open while copying pinned blocks out
+	s.mu.Unlock()
+
+	raws := make([][]byte, len(pinned))
+	for i, p := range pinned {
+		raw, err := s.readRecord(v, p.e, p.key)
+		if err != nil {
+			s.opts.Logger.Error("ssd: pinned block unreadable while its segment is evicted; dropping it", "key", p.key, "err", err)
+		}
+		raws[i] = raw
+	}
+
+	s.mu.Lock()
+	var carry []pinnedBlock
+	for i, p := range pinned {
+		if s.mu.blocks[p.key] != p.e {
+			continue // deleted meanwhile
+		}
+		if raws[i] == nil {
+			s.dropEntryLocked(p.key, p.e)
+			s.corrupt.Add(1)
+			continue
+		}
+		p.e.seg, p.e.mem = nil, raws[i]
+		v.live -= p.e.recLen
+		carry = append(carry, p)
+	}
+	v.keys = nil
+	s.mu.trash.keys = append(s.mu.trash.keys, evicted...)
+	s.dropSegmentLocked(v)
+	s.releaseSegLocked(v)
+	s.mu.Unlock()
+
+	s.emptyTrash()
+	if h := s.onEvict.Load(); h != nil {
+		for _, k := range evicted {
+			(*h)(ctx, k, tier.BlockInfo{}, nil)
+		}
+	}
+	for _, p := range carry {
+		stored, kind := s.codec.compress(p.e.mem)
+		hdr := p.e.hdr
+		hdr.Codec, hdr.StoredLen = kind, uint32(len(stored))
+		if err := s.write(ctx, p.key, hdr, stored, 0, p.e); err != nil {
+			s.opts.Logger.Warn("ssd: no room to keep a pinned block; dropping it", "key", p.key, "err", err)
+			s.mu.Lock()
+			if s.mu.blocks[p.key] == p.e {
+				s.dropEntryLocked(p.key, p.e)
+				s.evictions.Add(1)
+			}
+			s.mu.Unlock()
+		}
+	}
+	s.mu.Lock()
+}
+
+// dropEntryLocked forgets a block (corrupt, or pinned and homeless).
+func (s *SSD) dropEntryLocked(k block.Key, e *entry) {
+	delete(s.mu.blocks, k)
+	if e.pinnedUntil != 0 {
+		s.mu.pinned -= int64(e.hdr.RawLen)
+	}
+	if e.seg != nil {
+		e.seg.live -= e.recLen
+		s.maybeDropLocked(e.seg)
+	}
+	s.mu.trash.keys = append(s.mu.trash.keys, k)
+}
+
+// maybeDropLocked drops a sealed segment that holds nothing live and has no
+// writers.
+func (s *SSD) maybeDropLocked(seg *segment) {
+	if seg.sealed && seg.live == 0 && seg.writers == 0 && !seg.draining && !seg.dropped && seg != s.mu.active {
+		s.dropSegmentLocked(seg)
+	}
+}
+
+// dropSegmentLocked takes a segment out of the tier; its file is removed by
+// emptyTrash and closed when the last reader is done.
+func (s *SSD) dropSegmentLocked(seg *segment) {
+	seg.dropped = true
+	delete(s.mu.segs, seg.id)
+	s.mu.used -= seg.size
+	seg.refs++ // emptyTrash's, released after the file is removed
+	s.mu.trash.segs = append(s.mu.trash.segs, seg)
+	s.signalLocked()
+}
+
+// emptyTrash removes dropped index entries and segment files. It runs
+// without the lock, after the operation that produced them.
+func (s *SSD) emptyTrash() {
+	s.mu.Lock()
+	if s.mu.trash.count++; s.mu.trash.count > 1 {
+		// Another goroutine is emptying; it loops until the trash is empty.
+		s.mu.Unlock()
+		return
+	}
+	for {
+		keys, segs := s.mu.trash.keys, s.mu.trash.segs
+		s.mu.trash.keys, s.mu.trash.segs = nil, nil
+		s.mu.trash.count = 1
+		dbClosed := s.mu.dbClosed
+		s.mu.Unlock()
+		if len(keys)+len(segs) > 0 && !dbClosed {
+			b := s.db.NewBatch()
+			for _, k := range keys {
+				b.Delete(blockIndexKey(k), nil)
+			}
+			for _, seg := range segs {
+				if err := os.Remove(seg.path); err != nil && !os.IsNotExist(err) {
+					s.opts.Logger.Warn("ssd: removing segment file", "err", err)
+				}
+				b.Delete(markerKey(seg.id), nil)
+			}
+			if err := b.Commit(pebble.NoSync); err != nil {
+				s.opts.Logger.Warn("ssd: removing dropped blocks from the index", "err", err)
+			}
+		}
+		s.mu.Lock()
+		for _, seg := range segs {
+			s.releaseSegLocked(seg)
+		}
+		if len(s.mu.trash.keys)+len(s.mu.trash.segs) == 0 {
+			s.mu.trash.count = 0
+			s.signalLocked() // Close waits for the trash to be emptied
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (s *SSD) releaseSegLocked(seg *segment) {
+	seg.refs--
+	if seg.refs == 0 && seg.dropped {
+		seg.f.Close()
+	}
+}
+
+// readRecord reads and verifies a block's record, returning the raw payload.
+func (s *SSD) readRecord(seg *segment, e *entry, key block.Key) ([]byte, error) {
+	buf := make([]byte, e.recLen)
+	if _, err := seg.f.ReadAt(buf, e.off); err != nil {
+		return nil, fmt.Errorf("%w: reading record at %s:%d: %v", block.ErrCorrupt, segmentName(seg.id), e.off, err)
+	}
+	k, hdr, err := decodeRecHeader(buf)
+	if err != nil {
+		return nil, err
+	}
+	if k != key || hdr != e.hdr {
+		return nil, fmt.Errorf("%w: record at %s:%d holds another block", block.ErrCorrupt, segmentName(seg.id), e.off)
+	}
+	raw, err := s.codec.decompress(buf[recHeaderSize:], hdr)
+	if err != nil {
+		return nil, err
+	}
+	if err := hdr.Verify(raw); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// Get implements tier.Tier. It returns a private, verified copy.
+func (s *SSD) Get(_ context.Context, key block.Key) (*tier.Handle, error) {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil, tier.ErrClosed
+	}
+	e, ok := s.mu.blocks[key]
+	if !ok {
+		s.mu.Unlock()
+		s.misses.Add(1)
+		return nil, tier.ErrNotFound
+	}
+	if e.mem != nil {
+		mem := e.mem
+		s.mu.Unlock()
+		s.hits.Add(1)
+		return tier.NewHandle(mem, e.hdr.Checksum, nil), nil
+	}
+	seg := e.seg
+	seg.refs++
+	seg.access.Store(s.tick.Add(1))
+	s.mu.Unlock()
+
+	raw, err := s.readRecord(seg, e, key)
+
+	s.mu.Lock()
+	s.releaseSegLocked(seg)
+	if err != nil {
+		if s.mu.closed {
+			s.mu.Unlock()
+			return nil, tier.ErrClosed
+		}
+		if s.mu.blocks[key] == e {
+			s.dropEntryLocked(key, e)
+			s.corrupt.Add(1)
+		}
+		s.mu.Unlock()
+		s.emptyTrash()
+		s.opts.Logger.Error("ssd: dropping corrupt block", "key", key, "err", err)
+		return nil, fmt.Errorf("ssd: block %v: %w", key, err)
+	}
+	s.mu.Unlock()
+	s.hits.Add(1)
+	return tier.NewHandle(raw, e.hdr.Checksum, nil), nil
+}
+
+// Stat implements tier.Tier.
+func (s *SSD) Stat(key block.Key) (tier.BlockInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.mu.blocks[key]
+	if !ok {
+		return tier.BlockInfo{}, tier.ErrNotFound
+	}
+	return e.info(), nil
+}
+
+func (e *entry) info() tier.BlockInfo {
+	info := tier.BlockInfo{Size: int64(e.hdr.RawLen), Checksum: e.hdr.Checksum}
+	if e.pinnedUntil != 0 {
+		info.PinnedUntil = time.Unix(0, e.pinnedUntil)
+	}
+	return info
+}
+
+// Delete implements tier.Tier.
+func (s *SSD) Delete(key block.Key) error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return tier.ErrClosed
+	}
+	e, ok := s.mu.blocks[key]
+	if !ok {
+		s.mu.Unlock()
+		return tier.ErrNotFound
+	}
+	delete(s.mu.blocks, key)
+	if e.pinnedUntil != 0 {
+		s.mu.pinned -= int64(e.hdr.RawLen)
+	}
+	if e.seg != nil {
+		e.seg.live -= e.recLen
+		s.maybeDropLocked(e.seg)
+	}
+	s.mu.trash.keys = append(s.mu.trash.keys, key)
+	s.mu.Unlock()
+	s.deletes.Add(1)
+	s.emptyTrash()
+	return nil
+}
+
+// Pin implements tier.Tier. The pin is persisted with the block's location.
+func (s *SSD) Pin(key block.Key, until time.Time) error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return tier.ErrClosed
+	}
+	e, ok := s.mu.blocks[key]
+	if !ok {
+		s.mu.Unlock()
+		return tier.ErrNotFound
+	}
+	s.expirePinsLocked()
+	u := pinNanos(until)
+	if u <= s.now() {
+		if e.pinnedUntil != 0 {
+			s.mu.pinned -= int64(e.hdr.RawLen)
+		}
+		e.pinnedUntil = 0
+	} else {
+		if e.pinnedUntil == 0 {
+			if s.mu.pinned+int64(e.hdr.RawLen) > s.opts.pinLimit() {
+				s.mu.Unlock()
+				return fmt.Errorf("%w: soft pins would hold %d bytes, over the limit of %d", tier.ErrNoSpace, s.mu.pinned+int64(e.hdr.RawLen), s.opts.pinLimit())
+			}
+			s.mu.pinned += int64(e.hdr.RawLen)
+		}
+		e.pinnedUntil = u
+		s.mu.pins.Push(u, key)
+	}
+	loc, inSeg := e.location(), e.seg != nil && !s.mu.closed
+	s.mu.Unlock()
+	if inSeg {
+		if err := s.db.Set(blockIndexKey(key), loc.encode(), pebble.NoSync); err != nil {
+			s.opts.Logger.Warn("ssd: persisting a pin", "err", err)
+		}
+	}
+	return nil
+}
+
+// expirePinsLocked clears soft pins whose time has passed.
+func (s *SSD) expirePinsLocked() {
+	now := s.now()
+	for {
+		k, until, ok := s.mu.pins.PopDue(now)
+		if !ok {
+			return
+		}
+		if e := s.mu.blocks[k]; e != nil && e.pinnedUntil == until {
+			e.pinnedUntil = 0
+			s.mu.pinned -= int64(e.hdr.RawLen)
+		}
+	}
+}
+
+// Range implements tier.Tier.
+func (s *SSD) Range(fn func(block.Key, tier.BlockInfo) bool) {
+	type item struct {
+		k    block.Key
+		info tier.BlockInfo
+	}
+	s.mu.Lock()
+	items := make([]item, 0, len(s.mu.blocks))
+	for k, e := range s.mu.blocks {
+		items = append(items, item{k, e.info()})
+	}
+	s.mu.Unlock()
+	for _, it := range items {
+		if !fn(it.k, it.info) {
+			return
+		}
+	}
+}
+
+// Stats implements tier.Tier.
+func (s *SSD) Stats() tier.Stats {
+	s.mu.Lock()
+	s.expirePinsLocked()
+	st := tier.Stats{
+		Name: s.opts.Name, Capacity: s.opts.Capacity, Used: s.mu.used,
+		Blocks: int64(len(s.mu.blocks)), Pinned: s.mu.pinned,
+	}
+	s.mu.Unlock()
+	st.Hits, st.Misses, st.Puts = s.hits.Load(), s.misses.Load(), s.puts.Load()
+	st.Deletes, st.Evictions, st.Corrupt = s.deletes.Load(), s.evictions.Load(), s.corrupt.Load()
+	return st
+}
+
+// Close implements tier.Tier: it waits for puts in flight, flushes the
+// active segment and the index, and closes every file.
+func (s *SSD) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.closed = true
+	s.signalLocked()
+	for s.mu.writers > 0 {
+		ch := s.mu.space
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
+	}
+	segs := make([]*segment, 0, len(s.mu.segs))
+	for _, seg := range s.mu.segs {
+		segs = append(segs, seg)
+	}
+	s.mu.Unlock()
+	s.emptyTrash()
+	s.mu.Lock()
+	for s.mu.trash.count > 0 {
+		ch := s.mu.space
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
+	}
+	s.mu.dbClosed = true
+	s.mu.Unlock()
+	var errs []error
+	for _, seg := range segs {
+		if err := seg.flush.wait(seg.f); err != nil {
+			errs = append(errs, err)
+		}
+		seg.f.Close()
+	}
+	errs = append(errs, s.db.Flush(), s.db.Close())
+	s.codec.close()
+	return errors.Join(errs...)
+}
+
+// bufWriter collects a block in memory and stores it on Commit.
+type bufWriter struct {
+	buf    []byte
+	size   int
+	done   bool
+	commit func(context.Context, []byte) error
+}
+
+func (w *bufWriter) Write(p []byte) (int, error) {
+	if w.done {
+		return 0, errors.New("ssd: write to a finished writer")
+	}
+	if len(w.buf)+len(p) > w.size {
+		return 0, fmt.Errorf("%w: writing %d bytes past the reserved %d", tier.ErrSize, len(w.buf)+len(p)-w.size, w.size)
+	}
+	w.buf = append(w.buf, p...)
+	return len(p), nil
+}
+
+// ReadFrom reads r until EOF into the buffer; input beyond the reserved
+// size is an ErrSize error.
+func (w *bufWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.done {
+		return 0, errors.New("ssd: write to a finished writer")
+	}
+	start := len(w.buf)
+	for len(w.buf) < w.size {
+		n, err := r.Read(w.buf[len(w.buf):w.size])
+		w.buf = w.buf[:len(w.buf)+n]
+		if err == io.EOF {
+			return int64(len(w.buf) - start), nil
+		}
+		if err != nil {
+			return int64(len(w.buf) - start), err
+		}
+	}
+	var probe [1]byte
+	for {
+		n, err := r.Read(probe[:])
+		if n > 0 {
+			return int64(len(w.buf) - start), fmt.Errorf("%w: input is longer than the reserved %d bytes", tier.ErrSize, w.size)
+		}
+		if err == io.EOF {
+			return int64(len(w.buf) - start), nil
+		}
+		if err != nil {
+			return int64(len(w.buf) - start), err
+		}
+	}
+}
+
+func (w *bufWriter) Commit(ctx context.Context) error {
+	if w.done {
+		return errors.New("ssd: commit of a finished writer")
+	}
+	w.done = true
+	if len(w.buf) != w.size {
+		return fmt.Errorf("%w: wrote %d of %d bytes", tier.ErrSize, len(w.buf), w.size)
+	}
+	return w.commit(ctx, w.buf)
+}
+
+func (w *bufWriter) Abort() { w.done = true; w.buf = nil }
+
+func putUint64(b []byte, v uint64) {
+	for i := range 8 {
+		b[i] = byte(v >> (8 * i))
+	}
+}
