@@ -1,10 +1,15 @@
 module github.com/yuebing/yuebing
 
-go 1.26
-
-require github.com/spf13/cobra v1.10.2
+go 1.26.0
 
 require (
+	github.com/spf13/cobra v1.10.2
+	golang.org/x/sync v0.24.0
+)
+
+require (
+	github.com/cockroachdb/datadriven v1.0.3 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 )
