@@ -10,4 +10,14 @@
 //
 // Progress bars go to stderr so stdout stays machine-readable. Nothing imports
 // this package; it may import anything.
+//
+// Trace replay: ReadTrace and LoadTrace read the Mooncake request traces,
+// OpenTrace prepares one for replay, and Replay runs it through a
+// ReplayCache under the paper's prefix-hit model. Hitrate sweeps policies and
+// capacities against the unbounded and Belady bounds, Pool compares local
+// caches with a global pool. docs/policies.md describes the model.
+//
+//	t, err := bench.OpenTrace("conversation_trace.jsonl")
+//	cells, err := bench.Hitrate(ctx, bench.HitrateOptions{Traces: []*bench.Trace{t}})
+//	bench.HitrateReport(cells).Write(os.Stdout, false)
 package bench

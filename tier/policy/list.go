@@ -9,6 +9,9 @@ type node[K comparable] struct {
 	// (CLOCK-style visited bits, frequency counters, queue membership).
 	freq  int32
 	flags uint8
+	// size is the block's size in the owner's unit, for policies that
+	// budget queues by size.
+	size int64
 }
 
 // list is a doubly linked list with a sentinel-free head and tail; front is
@@ -54,3 +57,29 @@ func (l *list[K]) moveToFront(n *node[K]) {
 
 func (l *list[K]) back() *node[K] { return l.tail }
 func (l *list[K]) len() int       { return l.n }
+
+// canEvict reports whether k may be evicted; a nil func allows everything.
+func canEvict[K comparable](ok func(K) bool, k K) bool { return ok == nil || ok(k) }
+
+// backmost returns the evictable node nearest the back (least recent end),
+// or nil. Non-evictable nodes keep their place: pins are short-lived.
+func (l *list[K]) backmost(ok func(K) bool) *node[K] {
+	for n := l.back(); n != nil; n = n.prev {
+		if canEvict(ok, n.key) {
+			return n
+		}
+	}
+	return nil
+}
+
+// insertAfter puts n right behind at (toward the back).
+func (l *list[K]) insertAfter(at, n *node[K]) {
+	n.prev, n.next = at, at.next
+	if at.next != nil {
+		at.next.prev = n
+	} else {
+		l.tail = n
+	}
+	at.next = n
+	l.n++
+}

@@ -41,12 +41,10 @@ func (p *LRU[K]) Remove(k K) {
 // Evict implements Policy. Blocks that are not evictable are skipped and keep
 // their place: pins are short-lived, and their order still reflects use.
 func (p *LRU[K]) Evict(evictable func(K) bool) (K, bool) {
-	for n := p.list.back(); n != nil; n = n.prev {
-		if evictable == nil || evictable(n.key) {
-			p.list.remove(n)
-			delete(p.nodes, n.key)
-			return n.key, true
-		}
+	if n := p.list.backmost(evictable); n != nil {
+		p.list.remove(n)
+		delete(p.nodes, n.key)
+		return n.key, true
 	}
 	var zero K
 	return zero, false

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"slices"
 	"testing"
 )
@@ -44,7 +45,7 @@ func TestNew(t *testing.T) {
 			t.Errorf("New(%q): %v", name, err)
 		}
 	}
-	if _, err := New[string]("nope", 10); err == nil {
-		t.Error("New of an unknown policy succeeded")
+	if _, err := New[string]("nope", 10); !errors.Is(err, ErrUnknownPolicy) {
+		t.Errorf("New of an unknown policy: %v, want ErrUnknownPolicy", err)
 	}
 }

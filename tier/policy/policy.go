@@ -35,14 +35,31 @@ type Policy[K comparable] interface {
 }
 
 // Names lists the policies New knows, in the order reports show them.
-var Names = []string{"lru"}
+var Names = []string{"lru", "fifo", "lfu", "sieve", "s3fifo", "arc", "prefix"}
 
 // New makes the named policy for a cache of the given capacity (in the
-// owner's size unit).
+// owner's size unit; policies that size internal queues need it, the others
+// ignore it but still require it to be positive, so that switching policies
+// never turns a working configuration into a failing one).
 func New[K comparable](name string, capacity int64) (Policy[K], error) {
+	if capacity <= 0 {
+		return nil, fmt.Errorf("%w: %d", ErrCapacity, capacity)
+	}
 	switch name {
 	case "lru":
 		return NewLRU[K](), nil
+	case "fifo":
+		return NewFIFO[K](), nil
+	case "lfu":
+		return NewLFU[K](), nil
+	case "sieve":
+		return NewSIEVE[K](), nil
+	case "s3fifo":
+		return NewS3FIFO[K](capacity), nil
+	case "arc":
+		return NewARC[K](capacity), nil
+	case "prefix":
+		return NewPrefix[K](capacity), nil
 	}
-	return nil, fmt.Errorf("policy: unknown policy %q: want one of %s", name, strings.Join(Names, ", "))
+	return nil, fmt.Errorf("%w %q: want one of %s", ErrUnknownPolicy, name, strings.Join(Names, ", "))
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/yuebing/yuebing/bench"
+	"github.com/yuebing/yuebing/tier/policy"
+)
+
+func newBenchHitrateCmd() *cobra.Command {
+	var (
+		traces     []string
+		capacities string
+		policies   string
+		asJSON     bool
+		plot       string
+		workers    int
+	)
+	cmd := &cobra.Command{
+		Use:   "hitrate",
+		Short: "Replay request traces through eviction policies and report prefix hit rates",
+		Long: `Replay Mooncake-format request traces (JSONL: timestamp, input_length,
+output_length, hash_ids of 512-token blocks) through a simulated cache of each
+capacity and policy, and report the prefix hit rate and the prefill compute it
+saves (the paper's FLOPs model for LLaMA3-70B).
+
+A request hits its leading cached blocks, up to the first miss; then all of its
+blocks are inserted or touched, first to last. Beside the policies, every run
+reports two bounds: "unbounded" (infinite space, capacity_tokens 0) and
+"belady" (Belady's offline MIN at each capacity). Policy rows carry LRU at the
+same capacity as their baseline. See docs/policies.md.`,
+		Example: `  yuebing bench hitrate --trace conversation_trace.jsonl --capacity 1M,3M,10M,50M
+  yuebing bench hitrate --trace a.jsonl,b.jsonl --policy lru,s3fifo --json --plot hitrate.png`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(traces) == 0 {
+				return usageErrorf("--trace is required")
+			}
+			opts := bench.HitrateOptions{Workers: workers, Progress: true}
+			for _, s := range splitList(capacities) {
+				if strings.EqualFold(s, "inf") {
+					continue // the unbounded row is always reported
+				}
+				n, err := parseTokenCount(s)
+				if err != nil {
+					return usageErrorf("--capacity: %v", err)
+				}
+				if n < bench.TraceBlockTokens {
+					return usageErrorf("--capacity: %s tokens is less than one %d-token block", s, bench.TraceBlockTokens)
+				}
+				opts.Capacities = append(opts.Capacities, n)
+			}
+			if opts.Capacities == nil {
+				opts.Capacities = []int64{} // only "inf": just the unbounded rows
+			}
+			opts.Policies = splitList(policies)
+			for _, p := range opts.Policies {
+				if _, err := policy.New[int](p, 1); err != nil {
+					return usageErrorf("--policy: %v", err)
+				}
+			}
+			if workers < 0 {
+				return usageErrorf("--workers: %d is negative", workers)
+			}
+			for _, path := range traces {
+				t, err := bench.OpenTrace(path)
+				if err != nil {
+					return err
+				}
+				opts.Traces = append(opts.Traces, t)
+			}
+			cells, err := bench.Hitrate(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			if plot != "" {
+				if err := bench.PlotHitrate(cells, plot); err != nil {
+					return err
+				}
+			}
+			return bench.HitrateReport(cells).Write(cmd.OutOrStdout(), asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&traces, "trace", nil, "trace files to replay, comma-separated or repeated (required)")
+	f.StringVar(&capacities, "capacity", "1M,3M,10M,50M", "cache sizes in tokens (K, M, G are powers of 1000); inf is the unbounded cache, always reported")
+	f.StringVar(&policies, "policy", strings.Join(policy.Names, ","), "eviction policies to compare")
+	f.BoolVar(&asJSON, "json", false, `print one JSON object {"results":[...]} instead of a table`)
+	f.StringVar(&plot, "plot", "", "also draw hit rate against capacity, one panel per trace, to this PNG file")
+	f.IntVar(&workers, "workers", 0, "simulations run at once (default: GOMAXPROCS)")
+	return cmd
+}
