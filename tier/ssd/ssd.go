@@ -168,8 +168,9 @@ func (s *SSD) contains(key block.Key) bool {
 }
 
 // write stores one record and indexes it. replacing, when set, is the entry
-// of a pinned block being copied forward; the new record takes its place
-// only if it is still the key's entry.
+// of a pinned block being copied forward; its space was accounted for when
+// its segment was dropped (see evictSegmentLocked), and the new record takes
+// its place only if it is still the key's entry.
 func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored []byte, pinnedUntil int64, replacing *entry) error {
 	recLen := recHeaderSize + int64(len(stored))
 	seg, off, err := s.reserve(ctx, recLen, replacing != nil)
@@ -269,19 +270,25 @@ func pwritevFull(f *os.File, bufs [][]byte, off int64) error {
 
 // reserve finds room for a record of recLen bytes, evicting segments as
 // needed, and returns the segment and offset to write it at, with a writer's
-// reference on the segment. noEvict (copying a pinned block forward) fails
-// with ErrNoSpace rather than evicting again.
-func (s *SSD) reserve(ctx context.Context, recLen int64, noEvict bool) (*segment, int64, error) {
+// reference on the segment. A prepaid record (a pinned block copied forward)
+// is already counted in used: it only needs a place in a segment, and gives
+// its bytes back if it cannot get one.
+func (s *SSD) reserve(ctx context.Context, recLen int64, prepaid bool) (seg *segment, off int64, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if prepaid {
+		defer func() {
+			if err != nil {
+				s.mu.used -= recLen
+				s.signalLocked()
+			}
+		}()
+	}
 	for {
 		if s.mu.closed {
 			return nil, 0, tier.ErrClosed
 		}
-		if s.mu.used+recLen > s.opts.Capacity {
-			if noEvict {
-				return nil, 0, fmt.Errorf("%w: copying a pinned block forward", tier.ErrNoSpace)
-			}
+		if !prepaid && s.mu.used+recLen > s.opts.Capacity {
 			if v := s.pickVictimLocked(); v != nil {
 				s.evictSegmentLocked(ctx, v)
 				continue
@@ -316,20 +323,22 @@ func (s *SSD) reserve(ctx context.Context, recLen int64, noEvict bool) (*segment
 				continue
 			}
 			seg.sealed = true
-			if s.mu.used+recLen > s.opts.Capacity {
+			if !prepaid && s.mu.used+recLen > s.opts.Capacity {
 				s.maybeDropLocked(seg) // room went while the file was created
 				continue
 			}
-			return seg, s.reserveInLocked(seg, recLen), nil
+			return seg, s.reserveInLocked(seg, recLen, prepaid), nil
 		}
-		return seg, s.reserveInLocked(seg, recLen), nil
+		return seg, s.reserveInLocked(seg, recLen, prepaid), nil
 	}
 }
 
-func (s *SSD) reserveInLocked(seg *segment, recLen int64) int64 {
+func (s *SSD) reserveInLocked(seg *segment, recLen int64, prepaid bool) int64 {
 	off := seg.size
 	seg.size += recLen
-	s.mu.used += recLen
+	if !prepaid {
+		s.mu.used += recLen
+	}
 	seg.refs++
 	seg.writers++
 	s.mu.writers++
@@ -429,17 +438,19 @@ func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
 	v.refs++ // hold the file open while copying pinned blocks out
 	s.mu.Unlock()
 
+	recs := make([][]byte, len(pinned))
 	raws := make([][]byte, len(pinned))
 	for i, p := range pinned {
-		raw, err := s.readRecord(v, p.e, p.key)
+		rec, raw, err := s.readFullRecord(v, p.e, p.key)
 		if err != nil {
 			s.opts.Logger.Error("ssd: pinned block unreadable while its segment is evicted; dropping it", "key", p.key, "err", err)
 		}
-		raws[i] = raw
+		recs[i], raws[i] = rec, raw
 	}
 
 	s.mu.Lock()
 	var carry []pinnedBlock
+	var carried [][]byte
 	for i, p := range pinned {
 		if s.mu.blocks[p.key] != p.e {
 			continue // deleted meanwhile
@@ -452,10 +463,16 @@ func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
 		p.e.seg, p.e.mem = nil, raws[i]
 		v.live -= p.e.recLen
 		carry = append(carry, p)
+		carried = append(carried, recs[i])
 	}
 	v.keys = nil
 	s.mu.trash.keys = append(s.mu.trash.keys, evicted...)
 	s.dropSegmentLocked(v)
+	// The carried records keep their bytes: they are rewritten as they
+	// are, and no put may take their room in between.
+	for _, p := range carry {
+		s.mu.used += p.e.recLen
+	}
 	s.releaseSegLocked(v)
 	s.mu.Unlock()
 
@@ -465,11 +482,8 @@ func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
 			(*h)(ctx, k, tier.BlockInfo{}, nil)
 		}
 	}
-	for _, p := range carry {
-		stored, kind := s.codec.compress(p.e.mem)
-		hdr := p.e.hdr
-		hdr.Codec, hdr.StoredLen = kind, uint32(len(stored))
-		if err := s.write(ctx, p.key, hdr, stored, 0, p.e); err != nil {
+	for i, p := range carry {
+		if err := s.write(ctx, p.key, p.e.hdr, carried[i][recHeaderSize:], 0, p.e); err != nil {
 			s.opts.Logger.Warn("ssd: no room to keep a pinned block; dropping it", "key", p.key, "err", err)
 			s.mu.Lock()
 			if s.mu.blocks[p.key] == p.e {
@@ -566,25 +580,32 @@ func (s *SSD) releaseSegLocked(seg *segment) {
 
 // readRecord reads and verifies a block's record, returning the raw payload.
 func (s *SSD) readRecord(seg *segment, e *entry, key block.Key) ([]byte, error) {
+	_, raw, err := s.readFullRecord(seg, e, key)
+	return raw, err
+}
+
+// readFullRecord reads and verifies a record, returning it whole and its
+// raw payload.
+func (s *SSD) readFullRecord(seg *segment, e *entry, key block.Key) (rec, raw []byte, err error) {
 	buf := make([]byte, e.recLen)
 	if _, err := seg.f.ReadAt(buf, e.off); err != nil {
-		return nil, fmt.Errorf("%w: reading record at %s:%d: %v", block.ErrCorrupt, segmentName(seg.id), e.off, err)
+		return nil, nil, fmt.Errorf("%w: reading record at %s:%d: %v", block.ErrCorrupt, segmentName(seg.id), e.off, err)
 	}
 	k, hdr, err := decodeRecHeader(buf)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if k != key || hdr != e.hdr {
-		return nil, fmt.Errorf("%w: record at %s:%d holds another block", block.ErrCorrupt, segmentName(seg.id), e.off)
+		return nil, nil, fmt.Errorf("%w: record at %s:%d holds another block", block.ErrCorrupt, segmentName(seg.id), e.off)
 	}
-	raw, err := s.codec.decompress(buf[recHeaderSize:], hdr)
+	raw, err = s.codec.decompress(buf[recHeaderSize:], hdr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := hdr.Verify(raw); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return raw, nil
+	return buf, raw, nil
 }
 
 // Get implements tier.Tier. It returns a private, verified copy.

@@ -1,0 +1,361 @@
+package tier_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/tier"
+	"github.com/yuebing/yuebing/tier/dram"
+	"github.com/yuebing/yuebing/tier/ssd"
+	"github.com/yuebing/yuebing/tier/tiertest"
+)
+
+type hcfg struct {
+	dram, ssd int64
+	dir       string
+	opts      tier.HierarchyOptions
+}
+
+func newHierarchy(t *testing.T, c hcfg) *tier.Hierarchy {
+	t.Helper()
+	if c.dir == "" {
+		c.dir = t.TempDir()
+	}
+	d, err := dram.New(dram.Options{Capacity: c.dram})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssd.Open(ssd.Options{Dir: c.dir, Capacity: c.ssd, SegmentSize: 256 << 10, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := tier.NewHierarchy([]tier.Tier{d, s}, c.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func put(t *testing.T, h *tier.Hierarchy, k block.Key, v []byte) tier.PutResult {
+	t.Helper()
+	res, err := h.Put(t.Context(), k, v, tier.PutOptions{})
+	if err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	return res
+}
+
+func get(t *testing.T, h *tier.Hierarchy, k block.Key, want []byte) int {
+	t.Helper()
+	hd, level, err := h.Get(t.Context(), k)
+	if err != nil {
+		t.Fatalf("Get %v: %v", k, err)
+	}
+	defer hd.Release()
+	if !bytes.Equal(hd.Bytes(), want) {
+		t.Fatalf("Get %v: wrong bytes", k)
+	}
+	return level
+}
+
+// eventually polls cond until it holds or a generous deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func TestDemoteAndPromote(t *testing.T) {
+	h := newHierarchy(t, hcfg{dram: 1 << 20, ssd: 16 << 20, opts: tier.HierarchyOptions{Promote: tier.PromoteAlways}})
+	var keys []block.Key
+	for i := range 40 {
+		k := tiertest.Key(i)
+		keys = append(keys, k)
+		if res := put(t, h, k, tiertest.Value(k, 100_000)); !res.Created || res.Tier != "dram" {
+			t.Fatalf("Put %d = %+v", i, res)
+		}
+	}
+	// The newest blocks are in DRAM, the oldest were demoted to SSD.
+	if lvl := get(t, h, keys[39], tiertest.Value(keys[39], 100_000)); lvl != 0 {
+		t.Fatalf("newest block read from tier %d", lvl)
+	}
+	eventually(t, "demotions to finish", func() bool {
+		_, _, err := h.Get(t.Context(), keys[0])
+		return err == nil
+	})
+	if lvl := get(t, h, keys[0], tiertest.Value(keys[0], 100_000)); lvl != 1 && lvl != 0 {
+		t.Fatalf("oldest block read from tier %d", lvl)
+	}
+	for _, k := range keys {
+		get(t, h, k, tiertest.Value(k, 100_000)) // nothing was lost: SSD has room for all
+	}
+	st := h.Stats()
+	if st.Tiers[0].Demotions == 0 || st.Blocks != 40 {
+		t.Fatalf("stats %+v", st)
+	}
+	// A hit in SSD is promoted back to DRAM (asynchronously).
+	eventually(t, "promotion", func() bool {
+		hd, lvl, err := h.Get(t.Context(), keys[1])
+		if err != nil {
+			return false
+		}
+		hd.Release()
+		return lvl == 0
+	})
+	if h.Stats().Tiers[0].Promotions == 0 {
+		t.Fatal("no promotions counted")
+	}
+	// Dedup holds across tiers.
+	if res := put(t, h, keys[2], []byte("other")); res.Created {
+		t.Fatal("Put of a demoted key rewrote it")
+	}
+}
+
+func TestSecondHitAdmission(t *testing.T) {
+	h := newHierarchy(t, hcfg{dram: 1 << 20, ssd: 16 << 20}) // default: second-hit
+	for i := range 30 {
+		k := tiertest.Key(i)
+		put(t, h, k, tiertest.Value(k, 100_000))
+	}
+	k := tiertest.Key(0)
+	eventually(t, "demotion", func() bool { e, ok := h.Stat(k); return ok && !e.Tiers.Has(0) })
+	get(t, h, k, tiertest.Value(k, 100_000))
+	time.Sleep(50 * time.Millisecond)
+	if e, _ := h.Stat(k); e.Tiers.Has(0) {
+		t.Fatal("a single SSD hit was promoted under second-hit admission")
+	}
+	eventually(t, "promotion on the second hit", func() bool {
+		get(t, h, k, tiertest.Value(k, 100_000))
+		e, _ := h.Stat(k)
+		return e.Tiers.Has(0)
+	})
+}
+
+func TestLargeBlockGoesToSSD(t *testing.T) {
+	h := newHierarchy(t, hcfg{dram: 1 << 20, ssd: 16 << 20})
+	k := tiertest.Key(1)
+	v := tiertest.Value(k, 3<<20)
+	if res := put(t, h, k, v); res.Tier != "ssd" {
+		t.Fatalf("3 MiB block with a 1 MiB DRAM tier landed in %s", res.Tier)
+	}
+	if lvl := get(t, h, k, v); lvl != 1 {
+		t.Fatalf("read from tier %d", lvl)
+	}
+	if _, err := h.Put(t.Context(), tiertest.Key(2), make([]byte, 32<<20), tier.PutOptions{}); !errors.Is(err, tier.ErrTooLarge) {
+		t.Fatalf("block larger than every tier: %v", err)
+	}
+}
+
+func TestDeleteEverywhere(t *testing.T) {
+	h := newHierarchy(t, hcfg{dram: 1 << 20, ssd: 16 << 20, opts: tier.HierarchyOptions{Promote: tier.PromoteAlways}})
+	for i := range 30 {
+		k := tiertest.Key(i)
+		put(t, h, k, tiertest.Value(k, 100_000))
+	}
+	k := tiertest.Key(0)
+	eventually(t, "a copy in both tiers", func() bool {
+		get(t, h, k, tiertest.Value(k, 100_000))
+		e, _ := h.Stat(k)
+		return e.Tiers.Has(0) && e.Tiers.Has(1)
+	})
+	if err := h.Delete(k); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.Get(t.Context(), k); !errors.Is(err, tier.ErrNotFound) {
+		t.Fatalf("Get after Delete = %v", err)
+	}
+	for _, tr := range h.Tiers() {
+		if _, err := tr.Stat(k); !errors.Is(err, tier.ErrNotFound) {
+			t.Fatalf("tier %s still has the block", tr.Name())
+		}
+	}
+	if err := h.Delete(k); !errors.Is(err, tier.ErrNotFound) {
+		t.Fatalf("second Delete = %v", err)
+	}
+}
+
+func TestPinKeepsBlockInDRAM(t *testing.T) {
+	h := newHierarchy(t, hcfg{dram: 1 << 20, ssd: 16 << 20})
+	k := tiertest.Key(0)
+	put(t, h, k, tiertest.Value(k, 100_000))
+	if err := h.Pin(k, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 40; i++ {
+		kk := tiertest.Key(i)
+		put(t, h, kk, tiertest.Value(kk, 100_000))
+	}
+	if lvl := get(t, h, k, tiertest.Value(k, 100_000)); lvl != 0 {
+		t.Fatalf("pinned block read from tier %d", lvl)
+	}
+	if e, _ := h.Stat(k); e.PinnedUntil == 0 {
+		t.Fatal("index does not record the pin")
+	}
+	if err := h.Pin(tiertest.Key(999), time.Now().Add(time.Hour)); !errors.Is(err, tier.ErrNotFound) {
+		t.Fatalf("Pin of a missing block = %v", err)
+	}
+}
+
+func TestCreateWriter(t *testing.T) {
+	h := newHierarchy(t, hcfg{dram: 1 << 20, ssd: 16 << 20})
+	k := tiertest.Key(5)
+	v := tiertest.Value(k, 200_000)
+	w, err := h.Create(t.Context(), k, int64(len(v)), tier.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.ReadFrom(bytes.NewReader(v)); err != nil {
+		t.Fatal(err)
+	}
+	if h.Contains(k) {
+		t.Fatal("block visible before Commit")
+	}
+	if err := w.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	get(t, h, k, v)
+	if _, err := h.Create(t.Context(), k, 10, tier.PutOptions{}); !errors.Is(err, tier.ErrExists) {
+		t.Fatalf("Create of an existing key = %v", err)
+	}
+}
+
+func TestPrefixMatchAcrossTiers(t *testing.T) {
+	h := newHierarchy(t, hcfg{dram: 1 << 20, ssd: 16 << 20})
+	toks := make([]uint32, 16*12)
+	for i := range toks {
+		toks[i] = uint32(i)
+	}
+	chain, _ := block.ChainKeys("t/m", 16, toks)
+	for i := range 9 {
+		put(t, h, chain[i], tiertest.Value(chain[i], 200_000))
+	}
+	eventually(t, "demotions", func() bool { return h.PrefixMatch(chain).PerTier[1] > 0 })
+	m := h.PrefixMatch(chain)
+	if m.Len != 9 || m.PerTier[0]+m.PerTier[1] != 9 || m.PerTier[0] == 0 {
+		t.Fatalf("PrefixMatch = %+v", m)
+	}
+}
+
+func TestRestartKeepsFlushedBlocks(t *testing.T) {
+	dir := t.TempDir()
+	h := newHierarchy(t, hcfg{dram: 4 << 20, ssd: 16 << 20, dir: dir})
+	for i := range 20 {
+		k := tiertest.Key(i)
+		put(t, h, k, tiertest.Value(k, 100_000))
+	}
+	n, err := h.Flush(t.Context())
+	if err != nil || n != 20 {
+		t.Fatalf("Flush = %d, %v", n, err)
+	}
+	h.Close()
+	h = newHierarchy(t, hcfg{dram: 4 << 20, ssd: 16 << 20, dir: dir})
+	if h.Len() != 20 {
+		t.Fatalf("reopened hierarchy has %d blocks", h.Len())
+	}
+	for i := range 20 {
+		k := tiertest.Key(i)
+		if lvl := get(t, h, k, tiertest.Value(k, 100_000)); lvl != 1 {
+			t.Fatalf("block %d read from tier %d after restart", i, lvl)
+		}
+	}
+}
+
+// TestModel runs seeded random operations against a plain map. A Get may
+// miss (the block may have been evicted from every tier) but must never
+// return wrong bytes or a deleted block; pinned blocks must not be lost;
+// every tier stays within its capacity.
+func TestModel(t *testing.T) {
+	for _, whenFull := range []string{tier.DemoteWait, tier.DemoteDrop} {
+		t.Run(whenFull, func(t *testing.T) {
+			seed := rand.Uint64()
+			t.Logf("seed %d", seed)
+			h := newHierarchy(t, hcfg{dram: 2 << 20, ssd: 8 << 20, opts: tier.HierarchyOptions{
+				DemoteWhenFull: whenFull, DemoteQueueBytes: 512 << 10, Promote: tier.PromoteAlways,
+			}})
+			var wg sync.WaitGroup
+			for g := range 3 {
+				wg.Go(func() { runModel(t, h, seed+uint64(g), g) })
+			}
+			wg.Wait()
+		})
+	}
+}
+
+func runModel(t *testing.T, h *tier.Hierarchy, seed uint64, g int) {
+	r := rand.New(rand.NewPCG(seed, 11))
+	model := map[block.Key]int{}    // key -> size of what was written
+	deleted := map[block.Key]bool{} // deleted and not written since
+	pinned := map[block.Key]bool{}
+	ops := 1500
+	if testing.Short() {
+		ops = 400
+	}
+	for i := 0; i < ops && !t.Failed(); i++ {
+		k := tiertest.Key(g*1_000_000 + r.IntN(120))
+		switch op := r.IntN(20); {
+		case op < 8:
+			size := 1 + r.IntN(150_000)
+			if _, ok := model[k]; ok {
+				size = model[k]
+			}
+			res, err := h.Put(t.Context(), k, tiertest.Value(k, size), tier.PutOptions{})
+			if err != nil {
+				if !errors.Is(err, tier.ErrNoSpace) {
+					t.Errorf("seed %d op %d: Put: %v", seed, i, err)
+				}
+				continue
+			}
+			if res.Created || model[k] == 0 {
+				model[k] = size
+			}
+			delete(deleted, k)
+		case op < 16:
+			hd, _, err := h.Get(t.Context(), k)
+			if err != nil {
+				if !errors.Is(err, tier.ErrNotFound) {
+					t.Errorf("seed %d op %d: Get: %v", seed, i, err)
+				}
+				if pinned[k] {
+					t.Errorf("seed %d op %d: pinned block lost", seed, i)
+				}
+				continue
+			}
+			if deleted[k] {
+				t.Errorf("seed %d op %d: deleted block came back", seed, i)
+			}
+			if !bytes.Equal(hd.Bytes(), tiertest.Value(k, hd.Len())) {
+				t.Errorf("seed %d op %d: Get returned wrong bytes", seed, i)
+			}
+			hd.Release()
+		case op < 18:
+			err := h.Delete(k)
+			if err != nil && !errors.Is(err, tier.ErrNotFound) {
+				t.Errorf("seed %d op %d: Delete: %v", seed, i, err)
+			}
+			delete(model, k)
+			delete(pinned, k)
+			deleted[k] = true
+		default:
+			if len(pinned) < 3 && h.Pin(k, time.Now().Add(time.Hour)) == nil {
+				pinned[k] = true
+			}
+		}
+		for _, st := range h.Stats().Tiers {
+			if st.Used > st.Capacity {
+				t.Errorf("seed %d op %d: tier %s uses %d of %d", seed, i, st.Name, st.Used, st.Capacity)
+			}
+		}
+	}
+	_ = fmt.Sprint()
+}
