@@ -205,8 +205,7 @@ func NewHierarchy(tiers []Tier, opts HierarchyOptions) (*Hierarchy, error) {
 		t.Range(func(k block.Key, info BlockInfo) bool {
 			h.ix.Update(k, func(e index.Entry, _ bool) (index.Entry, bool) {
 				e.Tiers = e.Tiers.With(level)
-				e.Size, e.Checksum = uint32(info.Size), info.Checksum
-				e.PinnedUntil = max(e.PinnedUntil, unixSeconds(info.PinnedUntil))
+				setInfo(&e, info)
 				return e, true
 			})
 			return true
@@ -330,11 +329,22 @@ func (h *Hierarchy) setTier(key block.Key, level int, info BlockInfo) {
 	now := uint32(h.opts.Now().Unix())
 	h.ix.Update(key, func(e index.Entry, _ bool) (index.Entry, bool) {
 		e.Tiers = e.Tiers.With(level)
-		e.Size, e.Checksum = uint32(info.Size), info.Checksum
-		e.PinnedUntil = max(e.PinnedUntil, unixSeconds(info.PinnedUntil))
+		setInfo(&e, info)
 		e.Access = now
 		return e, true
 	})
+}
+
+// FlagChecksum in an index entry's Flags says its Checksum is known.
+const FlagChecksum = 1
+
+func setInfo(e *index.Entry, info BlockInfo) {
+	e.Size = uint32(info.Size)
+	if info.HasChecksum {
+		e.Checksum = info.Checksum
+		e.Flags |= FlagChecksum
+	}
+	e.PinnedUntil = max(e.PinnedUntil, unixSeconds(info.PinnedUntil))
 }
 
 func (h *Hierarchy) clearTier(key block.Key, level int) {
@@ -603,7 +613,10 @@ func (h *Hierarchy) demote(d *demotion) {
 	next := d.level + 1
 	lower := h.tiers[next]
 	e, _ := h.ix.Get(d.key)
-	opts := PutOptions{Checksum: d.h.Checksum(), HasChecksum: true}
+	// A known checksum is verified on the way down; otherwise the lower
+	// tier takes the first one, as it writes.
+	var opts PutOptions
+	opts.Checksum, opts.HasChecksum = d.h.KnownChecksum()
 	if e.PinnedUntil != 0 {
 		opts.PinnedUntil = time.Unix(int64(e.PinnedUntil), 0)
 	}
@@ -786,7 +799,9 @@ func (h *Hierarchy) flushOne(ctx context.Context, level int, k block.Key) bool {
 	if st := lower.Stats(); st.Capacity-st.Used < int64(hd.Len())+4096 {
 		return false
 	}
-	if err := lower.Put(ctx, k, hd.Bytes(), PutOptions{Checksum: hd.Checksum(), HasChecksum: true}); err != nil {
+	var opts PutOptions
+	opts.Checksum, opts.HasChecksum = hd.KnownChecksum()
+	if err := lower.Put(ctx, k, hd.Bytes(), opts); err != nil {
 		return false
 	}
 	if info, err := lower.Stat(k); err == nil {

@@ -63,8 +63,12 @@ type PutOptions struct {
 
 // BlockInfo is a stored block's metadata.
 type BlockInfo struct {
-	Size        int64
+	Size int64
+	// Checksum is the CRC-32C of the block when HasChecksum is set. A DRAM
+	// block's checksum is computed on first use (see tier/dram), so it may
+	// not be known yet; Handle.Checksum computes it.
 	Checksum    uint32
+	HasChecksum bool
 	PinnedUntil time.Time // zero when not pinned
 }
 

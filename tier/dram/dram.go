@@ -40,6 +40,14 @@ type Options struct {
 	// immediate resident memory for no page faults on first writes.
 	// Default false.
 	Prefault bool
+	// EagerChecksum computes every block's CRC-32C as it is written. By
+	// default a block's checksum is computed the first time something needs
+	// it (a demotion to SSD, a transfer, a reader that asks) and kept:
+	// reads from DRAM are not verified, so a checksum taken at put time
+	// would only add a second pass over memory to every put, about halving
+	// put bandwidth (docs/benchmarks.md). A put that carries a checksum is
+	// always verified before it commits.
+	EagerChecksum bool
 	// Name in stats and logs. Default "dram".
 	Name string
 	// Now is the clock for soft pins. Default time.Now.
@@ -140,7 +148,7 @@ type blk struct {
 	key         block.Key
 	span        int32
 	off, size   int64
-	sum         uint32
+	sum         atomic.Uint64 // CRC-32C | sumKnown once computed
 	pins        int32
 	state       blockState
 	inPolicy    bool
@@ -187,19 +195,49 @@ func (d *DRAM) evictHandler() tier.EvictHandler {
 	return nil
 }
 
-// Put implements tier.Tier. The copy into the arena and its checksum run
-// outside the lock, 64 KiB at a time so the checksum reads bytes still in
-// cache.
+const sumKnown = 1 << 32
+
+// Checksum implements tier.ChecksumCache: the block's CRC-32C, computed on
+// first use. Concurrent first uses may both compute it; they agree.
+func (b *blk) Checksum(data []byte) uint32 {
+	if v := b.sum.Load(); v&sumKnown != 0 {
+		return uint32(v)
+	}
+	sum := block.Checksum(data)
+	b.sum.Store(uint64(sum) | sumKnown)
+	return sum
+}
+
+// KnownChecksum implements tier.ChecksumCache.
+func (b *blk) KnownChecksum() (uint32, bool) {
+	v := b.sum.Load()
+	return uint32(v), v&sumKnown != 0
+}
+
+func (b *blk) handle(view []byte) *tier.Handle {
+	if sum, ok := b.KnownChecksum(); ok {
+		return tier.NewHandle(view, sum, b)
+	}
+	return tier.NewLazyHandle(view, b)
+}
+
+// Put implements tier.Tier. The copy into the arena (and the checksum, when
+// one is taken) runs outside the lock, 64 KiB at a time so the checksum
+// reads bytes still in cache.
 func (d *DRAM) Put(ctx context.Context, key block.Key, value []byte, opts tier.PutOptions) error {
 	w, err := d.create(ctx, key, int64(len(value)), opts)
 	if err != nil {
 		return err
 	}
-	const chunk = 64 << 10
-	for off := 0; off < len(value); off += chunk {
-		end := min(off+chunk, len(value))
-		copy(w.buf[off:end], value[off:end])
-		w.sum = block.UpdateChecksum(w.sum, w.buf[off:end])
+	if !w.summing {
+		copy(w.buf, value)
+	} else {
+		const chunk = 64 << 10
+		for off := 0; off < len(value); off += chunk {
+			end := min(off+chunk, len(value))
+			copy(w.buf[off:end], value[off:end])
+			w.sum = block.UpdateChecksum(w.sum, w.buf[off:end])
+		}
 	}
 	w.n = len(value)
 	return w.Commit(ctx)
@@ -229,7 +267,8 @@ func (d *DRAM) create(ctx context.Context, key block.Key, size int64, opts tier.
 	s := d.mu.alloc.spans[id]
 	off := s.off << granuleShift
 	d.mu.handles++
-	return &writer{d: d, key: key, opts: opts, span: id, off: off, buf: d.arena[off : off+size : off+size]}, nil
+	return &writer{d: d, key: key, opts: opts, span: id, off: off, buf: d.arena[off : off+size : off+size],
+		summing: d.opts.EagerChecksum || opts.HasChecksum}, nil
 }
 
 // reserveLocked allocates g granules, evicting to make room. It may release
@@ -314,8 +353,9 @@ func (d *DRAM) handOff(ctx context.Context, victims []*blk) {
 	handler := d.evictHandler()
 	d.mu.Unlock()
 	for _, b := range victims {
-		info := tier.BlockInfo{Size: b.size, Checksum: b.sum}
-		handler(ctx, b.key, info, tier.NewHandle(d.view(b), b.sum, b))
+		info := tier.BlockInfo{Size: b.size}
+		info.Checksum, info.HasChecksum = b.KnownChecksum()
+		handler(ctx, b.key, info, b.handle(d.view(b)))
 	}
 	d.mu.Lock()
 	for _, b := range victims {
@@ -406,7 +446,7 @@ func (d *DRAM) Get(_ context.Context, key block.Key) (*tier.Handle, error) {
 	}
 	d.mu.Unlock()
 	d.hits.Add(1)
-	return tier.NewHandle(d.view(b), b.sum, b), nil
+	return b.handle(d.view(b)), nil
 }
 
 // Stat implements tier.Tier.
@@ -421,7 +461,8 @@ func (d *DRAM) Stat(key block.Key) (tier.BlockInfo, error) {
 }
 
 func (d *DRAM) infoLocked(b *blk) tier.BlockInfo {
-	info := tier.BlockInfo{Size: b.size, Checksum: b.sum}
+	info := tier.BlockInfo{Size: b.size}
+	info.Checksum, info.HasChecksum = b.KnownChecksum()
 	if b.pinnedUntil != 0 {
 		info.PinnedUntil = time.Unix(0, b.pinnedUntil)
 	}

@@ -167,3 +167,46 @@ func TestOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestConformanceEagerChecksum(t *testing.T) {
+	tiertest.RunSuite(t, func(t *testing.T, capacity int64) tier.Tier {
+		d, err := New(Options{Capacity: capacity, EagerChecksum: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return d
+	})
+}
+
+func TestChecksumModes(t *testing.T) {
+	for _, eager := range []bool{false, true} {
+		d, err := New(Options{Capacity: 1 << 20, EagerChecksum: eager})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		k := tiertest.Key(1)
+		v := tiertest.Value(k, 5000)
+		d.Put(t.Context(), k, v, tier.PutOptions{})
+		info, _ := d.Stat(k)
+		if info.HasChecksum != eager {
+			t.Fatalf("eager=%v: checksum known at put = %v", eager, info.HasChecksum)
+		}
+		h, _ := d.Get(t.Context(), k)
+		if h.Checksum() != block.Checksum(v) {
+			t.Fatalf("eager=%v: handle checksum wrong", eager)
+		}
+		h.Release()
+		// Computed once, kept for the block.
+		if info, _ := d.Stat(k); !info.HasChecksum || info.Checksum != block.Checksum(v) {
+			t.Fatalf("eager=%v: after a read, Stat = %+v", eager, info)
+		}
+		// A put that carries a checksum is verified even when lazy.
+		k2 := tiertest.Key(2)
+		bad := tier.PutOptions{Checksum: block.Checksum(v) ^ 1, HasChecksum: true}
+		if err := d.Put(t.Context(), k2, v, bad); !errors.Is(err, tier.ErrChecksum) {
+			t.Fatalf("eager=%v: wrong checksum accepted: %v", eager, err)
+		}
+	}
+}

@@ -21,8 +21,11 @@ type writer struct {
 	off  int64
 	buf  []byte // the reserved arena bytes
 	n    int
-	sum  uint32
-	done bool
+	// summing is set when the checksum is taken while writing: the tier
+	// is eager, or the put carries a checksum to verify.
+	summing bool
+	sum     uint32
+	done    bool
 }
 
 var _ tier.Writer = (*writer)(nil)
@@ -35,7 +38,9 @@ func (w *writer) Write(p []byte) (int, error) {
 		return 0, fmt.Errorf("%w: writing %d bytes past the reserved %d", tier.ErrSize, w.n+len(p)-len(w.buf), len(w.buf))
 	}
 	copy(w.buf[w.n:], p)
-	w.sum = block.UpdateChecksum(w.sum, p)
+	if w.summing {
+		w.sum = block.UpdateChecksum(w.sum, p)
+	}
 	w.n += len(p)
 	return len(p), nil
 }
@@ -49,7 +54,9 @@ func (w *writer) ReadFrom(r io.Reader) (int64, error) {
 	start := w.n
 	for w.n < len(w.buf) {
 		m, err := r.Read(w.buf[w.n:])
-		w.sum = block.UpdateChecksum(w.sum, w.buf[w.n:w.n+m])
+		if w.summing {
+			w.sum = block.UpdateChecksum(w.sum, w.buf[w.n:w.n+m])
+		}
 		w.n += m
 		if err == io.EOF {
 			return int64(w.n - start), nil
@@ -98,7 +105,10 @@ func (w *writer) Commit(context.Context) error {
 		}
 		return tier.ErrExists
 	}
-	b := &blk{t: d, key: w.key, span: w.span, off: w.off, size: int64(len(w.buf)), sum: w.sum}
+	b := &blk{t: d, key: w.key, span: w.span, off: w.off, size: int64(len(w.buf))}
+	if w.summing {
+		b.sum.Store(uint64(w.sum) | sumKnown)
+	}
 	d.mu.blocks[w.key] = b
 	d.puts.Add(1)
 	now := d.opts.Now().UnixNano()

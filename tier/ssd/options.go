@@ -31,6 +31,13 @@ type Options struct {
 	// NoSync acknowledges puts before their data is flushed to the device.
 	// Default false: a put returns only once it survives a crash.
 	NoSync bool
+	// KeepPageCache leaves segment pages in the kernel's page cache after
+	// reads and durable writes. Default false: the tier drops them
+	// (posix_fadvise DONTNEED), as caches that use O_DIRECT do, because the
+	// DRAM tier is the cache; a second copy in the page cache would take
+	// memory the operator gave neither tier, and make SSD reads look faster
+	// than they are under memory pressure.
+	KeepPageCache bool
 	// MaxPinnedFraction bounds the share of Capacity that soft pins may hold.
 	// Default 0.5.
 	MaxPinnedFraction float64

@@ -304,7 +304,7 @@ func (p *PebbleStore) Stat(key block.Key) (tier.BlockInfo, error) {
 }
 
 func (e *pentry) info() tier.BlockInfo {
-	info := tier.BlockInfo{Size: int64(e.hdr.RawLen), Checksum: e.hdr.Checksum}
+	info := tier.BlockInfo{Size: int64(e.hdr.RawLen), Checksum: e.hdr.Checksum, HasChecksum: true}
 	if e.pinnedUntil != 0 {
 		info.PinnedUntil = time.Unix(0, e.pinnedUntil)
 	}

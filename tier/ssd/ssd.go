@@ -182,6 +182,9 @@ func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored
 	err = pwritevFull(seg.f, [][]byte{hb[:], stored}, off)
 	if err == nil && !s.opts.NoSync {
 		err = seg.flush.wait(seg.f)
+		if err == nil && !s.opts.KeepPageCache {
+			dropPages(seg.f, off, recLen)
+		}
 	}
 
 	defer s.emptyTrash()
@@ -242,6 +245,12 @@ func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored
 		s.opts.Logger.Warn("ssd: persisting index entry", "err", err)
 	}
 	return nil
+}
+
+// dropPages asks the kernel to drop a clean file range from the page cache.
+// It is advice: an error changes nothing the tier relies on.
+func dropPages(f *os.File, off, n int64) {
+	_ = unix.Fadvise(int(f.Fd()), off, n, unix.FADV_DONTNEED)
 }
 
 func pwritevFull(f *os.File, bufs [][]byte, off int64) error {
@@ -587,9 +596,16 @@ func (s *SSD) readRecord(seg *segment, e *entry, key block.Key) ([]byte, error) 
 // readFullRecord reads and verifies a record, returning it whole and its
 // raw payload.
 func (s *SSD) readFullRecord(seg *segment, e *entry, key block.Key) (rec, raw []byte, err error) {
-	buf := make([]byte, e.recLen)
+	return s.readInto(make([]byte, e.recLen), seg, e, key)
+}
+
+// readInto reads and verifies a record into buf (e.recLen bytes).
+func (s *SSD) readInto(buf []byte, seg *segment, e *entry, key block.Key) (rec, raw []byte, err error) {
 	if _, err := seg.f.ReadAt(buf, e.off); err != nil {
 		return nil, nil, fmt.Errorf("%w: reading record at %s:%d: %v", block.ErrCorrupt, segmentName(seg.id), e.off, err)
+	}
+	if !s.opts.KeepPageCache {
+		dropPages(seg.f, e.off, e.recLen)
 	}
 	k, hdr, err := decodeRecHeader(buf)
 	if err != nil {
@@ -632,11 +648,13 @@ func (s *SSD) Get(_ context.Context, key block.Key) (*tier.Handle, error) {
 	seg.access.Store(s.tick.Add(1))
 	s.mu.Unlock()
 
-	raw, err := s.readRecord(seg, e, key)
+	pb := getBuf(int(e.recLen))
+	_, raw, err := s.readInto(pb.b, seg, e, key)
 
 	s.mu.Lock()
 	s.releaseSegLocked(seg)
 	if err != nil {
+		pb.Release()
 		if s.mu.closed {
 			s.mu.Unlock()
 			return nil, tier.ErrClosed
@@ -652,7 +670,11 @@ func (s *SSD) Get(_ context.Context, key block.Key) (*tier.Handle, error) {
 	}
 	s.mu.Unlock()
 	s.hits.Add(1)
-	return tier.NewHandle(raw, e.hdr.Checksum, nil), nil
+	if e.hdr.Codec != block.CodecNone {
+		pb.Release() // raw was decompressed into its own buffer
+		return tier.NewHandle(raw, e.hdr.Checksum, nil), nil
+	}
+	return tier.NewHandle(raw, e.hdr.Checksum, pb), nil
 }
 
 // Stat implements tier.Tier.
@@ -667,7 +689,7 @@ func (s *SSD) Stat(key block.Key) (tier.BlockInfo, error) {
 }
 
 func (e *entry) info() tier.BlockInfo {
-	info := tier.BlockInfo{Size: int64(e.hdr.RawLen), Checksum: e.hdr.Checksum}
+	info := tier.BlockInfo{Size: int64(e.hdr.RawLen), Checksum: e.hdr.Checksum, HasChecksum: true}
 	if e.pinnedUntil != 0 {
 		info.PinnedUntil = time.Unix(0, e.pinnedUntil)
 	}

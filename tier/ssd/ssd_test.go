@@ -286,3 +286,21 @@ func TestPebbleValuesReopen(t *testing.T) {
 		tiertest.CheckGet(t, p, k, tiertest.Value(k, 2000*i))
 	}
 }
+
+func TestReadBuffersAreNotSharedBetweenLiveHandles(t *testing.T) {
+	s := openTest(t, Options{Dir: t.TempDir(), Capacity: 16 << 20})
+	a, b := tiertest.Key(1), tiertest.Key(2)
+	s.Put(t.Context(), a, tiertest.Value(a, 100_000), tier.PutOptions{})
+	s.Put(t.Context(), b, tiertest.Value(b, 100_000), tier.PutOptions{})
+	ha, _ := s.Get(t.Context(), a)
+	hc := ha.Clone()
+	ha.Release()
+	for range 5 { // reuse pooled buffers while the clone still holds a's
+		hb, _ := s.Get(t.Context(), b)
+		hb.Release()
+	}
+	if !bytes.Equal(hc.Bytes(), tiertest.Value(a, 100_000)) {
+		t.Fatal("a clone's bytes were reused by another read")
+	}
+	hc.Release()
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/yuebing/yuebing/bench"
+	"github.com/yuebing/yuebing/internal/bytesize"
+)
+
+func newBenchStoreCmd() *cobra.Command {
+	var (
+		o          bench.StoreOptions
+		asJSON     bool
+		sizes      string
+		goroutines string
+		entries    string
+	)
+	cmd := &cobra.Command{
+		Use:   "store",
+		Short: "Measure the DRAM and SSD tiers and the prefix index against same-run baselines",
+		Long: `Measure puts and gets of the DRAM tier against copy() of the same bytes, durable
+puts and cold gets of the SSD tier against write+fdatasync and pread of the same
+bytes, and a 512-block prefix match against Go's map, all in one run.
+
+Rows: dram_put, dram_get, ssd_put, ssd_get (gbps, baseline, baseline_gbps,
+ratio) and prefix_match (p50_us, p99_us, bytes_per_entry). --quick runs a
+reduced set in well under a minute.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if sizes != "" {
+				for _, s := range strings.Split(sizes, ",") {
+					n, perr := bytesize.Parse(s)
+					if perr != nil || n <= 0 {
+						return usageErrorf("--sizes: %q is not a block size like 64KiB or 1MiB", s)
+					}
+					o.Sizes = append(o.Sizes, n)
+				}
+			}
+			if goroutines != "" {
+				for _, s := range strings.Split(goroutines, ",") {
+					n, perr := strconv.Atoi(strings.TrimSpace(s))
+					if perr != nil || n <= 0 || n > 256 {
+						return usageErrorf("--goroutines: %q is not a count from 1 to 256", s)
+					}
+					o.Goroutines = append(o.Goroutines, n)
+				}
+			}
+			if entries != "" {
+				n, perr := parseTokenCount(entries)
+				if perr != nil || n < 512 || n > 1<<31 {
+					return usageErrorf("--index-entries: %q is not a count from 512 to 2G", entries)
+				}
+				o.IndexEntries = int(n)
+			}
+			if o.Duration < 0 {
+				return usageErrorf("--duration: must not be negative")
+			}
+			o.Progress = bench.NewProgress("store", int64(bench.StoreCases(o)))
+			rep, err := bench.RunStore(cmd.Context(), o)
+			o.Progress.Done()
+			if err != nil {
+				return err
+			}
+			return rep.Write(cmd.OutOrStdout(), asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
+	f.BoolVar(&o.Quick, "quick", false, "run a reduced set in well under a minute")
+	f.StringVar(&o.Dir, "dir", "", "directory for the SSD cases (default: a temporary directory)")
+	f.DurationVar(&o.Duration, "duration", 0, "time per measurement and per baseline (default 1s, 200ms with --quick)")
+	f.StringVar(&sizes, "sizes", "", "block sizes, comma-separated (default 64KiB,1MiB,16MiB)")
+	f.StringVar(&goroutines, "goroutines", "", "concurrency levels, comma-separated (default 1,2)")
+	f.StringVar(&entries, "index-entries", "", "index size for the prefix match (default 10M, 1M with --quick)")
+	return cmd
+}
