@@ -23,6 +23,8 @@ var (
 	ErrSize = errors.New("tier: size mismatch")
 	// ErrCorrupt: a stored block failed verification; it was dropped.
 	ErrCorrupt = block.ErrCorrupt
+	// ErrMeta: PutOptions.Meta is longer than MaxMeta.
+	ErrMeta = errors.New("tier: block metadata too large")
 	// ErrClosed: the tier or hierarchy is closed.
 	ErrClosed = errors.New("tier: closed")
 )

@@ -50,6 +50,12 @@ type HierarchyOptions struct {
 	// RecentHits is how many lower-tier hits second-hit admission remembers.
 	// Default 65536.
 	RecentHits int
+	// OnDrop, if set, is called with the key of every block that leaves the
+	// store other than by Delete: evicted from the last tier that held it,
+	// or dropped as corrupt. It runs on the goroutine that evicted (often a
+	// put's) without the hierarchy's locks; it may call Delete on other
+	// keys but must not block for long.
+	OnDrop func(key block.Key)
 	// Now is the clock for pins. Default time.Now.
 	Now func() time.Time
 	// Logger. Default slog.Default().
@@ -348,10 +354,15 @@ func setInfo(e *index.Entry, info BlockInfo) {
 }
 
 func (h *Hierarchy) clearTier(key block.Key, level int) {
+	gone := false
 	h.ix.Update(key, func(e index.Entry, ok bool) (index.Entry, bool) {
 		e.Tiers = e.Tiers.Without(level)
+		gone = ok && e.Tiers == 0
 		return e, ok && e.Tiers != 0
 	})
+	if gone && h.opts.OnDrop != nil && !h.closed.Load() {
+		h.opts.OnDrop(key)
+	}
 }
 
 // Get returns a pinned view of the block from the fastest tier holding it,
@@ -615,7 +626,7 @@ func (h *Hierarchy) demote(d *demotion) {
 	e, _ := h.ix.Get(d.key)
 	// A known checksum is verified on the way down; otherwise the lower
 	// tier takes the first one, as it writes.
-	var opts PutOptions
+	opts := PutOptions{Meta: d.info.Meta}
 	opts.Checksum, opts.HasChecksum = d.h.KnownChecksum()
 	if e.PinnedUntil != 0 {
 		opts.PinnedUntil = time.Unix(int64(e.PinnedUntil), 0)
@@ -711,7 +722,11 @@ func (h *Hierarchy) promote(p promotion) {
 	if !ok || e.Tiers == 0 || e.Tiers.Has(0) {
 		return // deleted, or already on top
 	}
-	opts := PutOptions{Checksum: p.h.Checksum(), HasChecksum: true}
+	info, err := h.tiers[e.Tiers.Top()].Stat(p.key)
+	if err != nil {
+		return
+	}
+	opts := PutOptions{Checksum: p.h.Checksum(), HasChecksum: true, Meta: info.Meta}
 	if e.PinnedUntil != 0 {
 		opts.PinnedUntil = time.Unix(int64(e.PinnedUntil), 0)
 	}
@@ -794,12 +809,16 @@ func (h *Hierarchy) flushOne(ctx context.Context, level int, k block.Key) bool {
 		return false
 	}
 	defer hd.Release()
+	info, err := upper.Stat(k)
+	if err != nil {
+		return false
+	}
 	// Room for the block plus a record header and a segment's slack: Flush
 	// never evicts what the lower tier holds.
 	if st := lower.Stats(); st.Capacity-st.Used < int64(hd.Len())+4096 {
 		return false
 	}
-	var opts PutOptions
+	opts := PutOptions{Meta: info.Meta}
 	opts.Checksum, opts.HasChecksum = hd.KnownChecksum()
 	if err := lower.Put(ctx, k, hd.Bytes(), opts); err != nil {
 		return false

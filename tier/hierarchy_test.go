@@ -252,7 +252,9 @@ func TestRestartKeepsFlushedBlocks(t *testing.T) {
 	h := newHierarchy(t, hcfg{dram: 4 << 20, ssd: 16 << 20, dir: dir})
 	for i := range 20 {
 		k := tiertest.Key(i)
-		put(t, h, k, tiertest.Value(k, 100_000))
+		if _, err := h.Put(t.Context(), k, tiertest.Value(k, 100_000), tier.PutOptions{Meta: []byte(fmt.Sprint("name-", i))}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	n, err := h.Flush(t.Context())
 	if err != nil || n != 20 {
@@ -267,6 +269,38 @@ func TestRestartKeepsFlushedBlocks(t *testing.T) {
 		k := tiertest.Key(i)
 		if lvl := get(t, h, k, tiertest.Value(k, 100_000)); lvl != 1 {
 			t.Fatalf("block %d read from tier %d after restart", i, lvl)
+		}
+		if info, _ := h.Tiers()[1].Stat(k); string(info.Meta) != fmt.Sprint("name-", i) {
+			t.Fatalf("block %d metadata after restart: %q", i, info.Meta)
+		}
+	}
+}
+
+// TestOnDrop: a block that leaves the store by eviction is reported; one
+// that is deleted is not.
+func TestOnDrop(t *testing.T) {
+	var mu sync.Mutex
+	dropped := map[block.Key]bool{}
+	h := newHierarchy(t, hcfg{dram: 1 << 20, ssd: 2 << 20, opts: tier.HierarchyOptions{OnDrop: func(k block.Key) {
+		mu.Lock()
+		dropped[k] = true
+		mu.Unlock()
+	}}})
+	put(t, h, tiertest.Key(0), tiertest.Value(tiertest.Key(0), 1000))
+	h.Delete(tiertest.Key(0))
+	for i := 1; i < 100; i++ {
+		k := tiertest.Key(i)
+		put(t, h, k, tiertest.Value(k, 100_000))
+	}
+	eventually(t, "drops", func() bool { mu.Lock(); defer mu.Unlock(); return len(dropped) > 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if dropped[tiertest.Key(0)] {
+		t.Fatal("a deleted block was reported as dropped")
+	}
+	for k := range dropped {
+		if h.Contains(k) {
+			t.Fatalf("dropped block %v is still in the store", k)
 		}
 	}
 }

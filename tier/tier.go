@@ -59,7 +59,14 @@ type PutOptions struct {
 	HasParent bool
 	// PinnedUntil soft-pins the block from the moment it is committed.
 	PinnedUntil time.Time
+	// Meta is a small record stored with the block and returned by Stat and
+	// Range, at most MaxMeta bytes: the raw name behind an opaque key, an
+	// expiry. It counts toward the tier's capacity.
+	Meta []byte
 }
+
+// MaxMeta is the largest PutOptions.Meta.
+const MaxMeta = 512
 
 // BlockInfo is a stored block's metadata.
 type BlockInfo struct {
@@ -70,6 +77,7 @@ type BlockInfo struct {
 	Checksum    uint32
 	HasChecksum bool
 	PinnedUntil time.Time // zero when not pinned
+	Meta        []byte    // as stored with PutOptions.Meta; the caller may keep it
 }
 
 // Writer fills a block reserved by Tier.Create. Writes are sequential. A

@@ -148,6 +148,7 @@ type blk struct {
 	key         block.Key
 	span        int32
 	off, size   int64
+	metaLen     int64 // PutOptions.Meta, stored in the arena right after the value
 	sum         atomic.Uint64 // CRC-32C | sumKnown once computed
 	pins        int32
 	state       blockState
@@ -255,17 +256,22 @@ func (d *DRAM) create(ctx context.Context, key block.Key, size int64, opts tier.
 	if size > d.opts.MaxBlockSize {
 		return nil, fmt.Errorf("%w: %d bytes, the DRAM tier takes at most %d", tier.ErrTooLarge, size, d.opts.MaxBlockSize)
 	}
+	if len(opts.Meta) > tier.MaxMeta {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", tier.ErrMeta, len(opts.Meta), tier.MaxMeta)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if b, ok := d.mu.blocks[key]; ok && b.state != stateDead {
 		return nil, tier.ErrExists
 	}
-	id, err := d.reserveLocked(ctx, max(1, granules(size)))
+	metaLen := int64(len(opts.Meta))
+	id, err := d.reserveLocked(ctx, max(1, granules(size+metaLen)))
 	if err != nil {
 		return nil, err
 	}
 	s := d.mu.alloc.spans[id]
 	off := s.off << granuleShift
+	copy(d.arena[off+size:], opts.Meta)
 	d.mu.handles++
 	return &writer{d: d, key: key, opts: opts, span: id, off: off, buf: d.arena[off : off+size : off+size],
 		summing: d.opts.EagerChecksum || opts.HasChecksum}, nil
@@ -353,7 +359,7 @@ func (d *DRAM) handOff(ctx context.Context, victims []*blk) {
 	handler := d.evictHandler()
 	d.mu.Unlock()
 	for _, b := range victims {
-		info := tier.BlockInfo{Size: b.size}
+		info := tier.BlockInfo{Size: b.size, Meta: d.meta(b)}
 		info.Checksum, info.HasChecksum = b.KnownChecksum()
 		handler(ctx, b.key, info, b.handle(d.view(b)))
 	}
@@ -400,6 +406,15 @@ func (d *DRAM) freeLocked(span int32) {
 }
 
 func (d *DRAM) view(b *blk) []byte { return d.arena[b.off : b.off+b.size : b.off+b.size] }
+
+// meta returns a copy of the block's metadata; the arena bytes may be reused
+// once the block is gone.
+func (d *DRAM) meta(b *blk) []byte {
+	if b.metaLen == 0 {
+		return nil
+	}
+	return append([]byte(nil), d.arena[b.off+b.size:b.off+b.size+b.metaLen]...)
+}
 
 // Retain implements tier.Ref for handles on b.
 func (b *blk) Retain() {
@@ -461,7 +476,7 @@ func (d *DRAM) Stat(key block.Key) (tier.BlockInfo, error) {
 }
 
 func (d *DRAM) infoLocked(b *blk) tier.BlockInfo {
-	info := tier.BlockInfo{Size: b.size}
+	info := tier.BlockInfo{Size: b.size, Meta: d.meta(b)}
 	info.Checksum, info.HasChecksum = b.KnownChecksum()
 	if b.pinnedUntil != 0 {
 		info.PinnedUntil = time.Unix(0, b.pinnedUntil)

@@ -105,7 +105,7 @@ func (w *writer) Commit(context.Context) error {
 		}
 		return tier.ErrExists
 	}
-	b := &blk{t: d, key: w.key, span: w.span, off: w.off, size: int64(len(w.buf))}
+	b := &blk{t: d, key: w.key, span: w.span, off: w.off, size: int64(len(w.buf)), metaLen: int64(len(w.opts.Meta))}
 	if w.summing {
 		b.sum.Store(uint64(w.sum) | sumKnown)
 	}

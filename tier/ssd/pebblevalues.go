@@ -19,7 +19,7 @@ import (
 )
 
 // PebbleStore is the SSD tier with values stored inside pebble: key ->
-// block.Header || stored payload. It evicts block by block through a policy,
+// block.Header || metadata length u16 || metadata || stored payload. It evicts block by block through a policy,
 // and counts capacity in logical bytes: pebble's own space amplification
 // (obsolete values awaiting compaction) comes on top. It exists to be
 // measured against the segment layout (see the package doc); both pass the
@@ -49,6 +49,7 @@ var (
 
 type pentry struct {
 	hdr         block.Header
+	meta        []byte
 	size        int64 // bytes counted against capacity
 	pinnedUntil int64
 	inPolicy    bool
@@ -92,13 +93,13 @@ func OpenPebble(opts Options) (*PebbleStore, error) {
 	}
 	for it.First(); it.Valid(); it.Next() {
 		v := it.Value()
-		hdr, err := block.DecodeHeader(v)
-		if err != nil || len(it.Key()) != 1+block.KeySize || len(v) != block.HeaderSize+int(hdr.StoredLen) {
-			continue // dropped below, on first read, as corrupt; not listed now
+		hdr, meta, _, err := splitValue(v)
+		if err != nil || len(it.Key()) != 1+block.KeySize {
+			continue // not listed; a corrupt value is never served
 		}
 		var k block.Key
 		copy(k[:], it.Key()[1:])
-		e := &pentry{hdr: hdr, size: int64(len(v)), committed: true, inPolicy: true}
+		e := &pentry{hdr: hdr, meta: append([]byte(nil), meta...), size: int64(len(v)), committed: true, inPolicy: true}
 		p.mu.blocks[k] = e
 		p.mu.policy.Add(k, policy.Info[block.Key]{Size: e.size})
 		p.mu.used += e.size
@@ -120,17 +121,22 @@ func (p *PebbleStore) Put(ctx context.Context, key block.Key, value []byte, opts
 	if int64(len(value)) > p.opts.MaxBlockSize {
 		return fmt.Errorf("%w: %d bytes, the SSD tier takes at most %d", tier.ErrTooLarge, len(value), p.opts.MaxBlockSize)
 	}
+	if len(opts.Meta) > tier.MaxMeta {
+		return fmt.Errorf("%w: %d bytes, at most %d", tier.ErrMeta, len(opts.Meta), tier.MaxMeta)
+	}
 	sum := block.Checksum(value)
 	if opts.HasChecksum && sum != opts.Checksum {
 		return fmt.Errorf("%w: got crc32c %08x, want %08x", tier.ErrChecksum, sum, opts.Checksum)
 	}
 	stored, kind := p.codec.compress(value)
 	hdr := block.Header{Codec: kind, RawLen: uint32(len(value)), StoredLen: uint32(len(stored)), Checksum: sum}
-	rec := make([]byte, block.HeaderSize+len(stored))
+	rec := make([]byte, block.HeaderSize+2+len(opts.Meta)+len(stored))
 	hdr.Encode(rec)
-	copy(rec[block.HeaderSize:], stored)
+	rec[block.HeaderSize], rec[block.HeaderSize+1] = byte(len(opts.Meta)), byte(len(opts.Meta)>>8)
+	copy(rec[block.HeaderSize+2:], opts.Meta)
+	copy(rec[block.HeaderSize+2+len(opts.Meta):], stored)
 
-	e := &pentry{hdr: hdr, size: int64(len(rec))}
+	e := &pentry{hdr: hdr, meta: append([]byte(nil), opts.Meta...), size: int64(len(rec))}
 	victims, err := p.reserve(key, e)
 	p.dropVictims(ctx, victims)
 	if err != nil {
@@ -262,16 +268,30 @@ func (p *PebbleStore) Get(_ context.Context, key block.Key) (*tier.Handle, error
 	return tier.NewHandle(raw, e.hdr.Checksum, nil), nil
 }
 
+// splitValue parses a stored value into its header, metadata and payload.
+func splitValue(v []byte) (block.Header, []byte, []byte, error) {
+	hdr, err := block.DecodeHeader(v)
+	if err != nil {
+		return hdr, nil, nil, err
+	}
+	if len(v) < block.HeaderSize+2 {
+		return hdr, nil, nil, fmt.Errorf("%w: value of %d bytes has no metadata length", block.ErrCorrupt, len(v))
+	}
+	metaLen := int(v[block.HeaderSize]) | int(v[block.HeaderSize+1])<<8
+	if len(v) != block.HeaderSize+2+metaLen+int(hdr.StoredLen) {
+		return hdr, nil, nil, fmt.Errorf("%w: value is %d bytes, its header says %d", block.ErrCorrupt, len(v), block.HeaderSize+2+metaLen+int(hdr.StoredLen))
+	}
+	meta := v[block.HeaderSize+2 : block.HeaderSize+2+metaLen]
+	return hdr, meta, v[block.HeaderSize+2+metaLen:], nil
+}
+
 // decode verifies a stored value and returns a private copy of its payload.
 func (p *PebbleStore) decode(v []byte) ([]byte, error) {
-	hdr, err := block.DecodeHeader(v)
+	hdr, _, stored, err := splitValue(v)
 	if err != nil {
 		return nil, err
 	}
-	if len(v) != block.HeaderSize+int(hdr.StoredLen) {
-		return nil, fmt.Errorf("%w: value is %d bytes, header says %d", block.ErrCorrupt, len(v)-block.HeaderSize, hdr.StoredLen)
-	}
-	raw, err := p.codec.decompress(v[block.HeaderSize:], hdr)
+	raw, err := p.codec.decompress(stored, hdr)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +324,7 @@ func (p *PebbleStore) Stat(key block.Key) (tier.BlockInfo, error) {
 }
 
 func (e *pentry) info() tier.BlockInfo {
-	info := tier.BlockInfo{Size: int64(e.hdr.RawLen), Checksum: e.hdr.Checksum, HasChecksum: true}
+	info := tier.BlockInfo{Size: int64(e.hdr.RawLen), Checksum: e.hdr.Checksum, HasChecksum: true, Meta: e.meta}
 	if e.pinnedUntil != 0 {
 		info.PinnedUntil = time.Unix(0, e.pinnedUntil)
 	}

@@ -14,7 +14,8 @@ import (
 //
 //	'b' key(32)     -> location: segment u32, offset u64, record length u32,
 //	                   codec u8, raw length u32, stored length u32,
-//	                   crc u32, pinned-until i64 (Unix ns)
+//	                   crc u32, pinned-until i64 (Unix ns), metadata
+//	                   length u16, then the metadata
 //	'm' segment(4)  -> u64: every record below this offset is indexed
 //
 // All writes are NoSync: durability comes from the segment's fdatasync, and
@@ -22,7 +23,7 @@ import (
 const (
 	prefixBlock  = 'b'
 	prefixMarker = 'm'
-	locationSize = 37
+	locationSize = 39 // without the metadata
 )
 
 func blockIndexKey(k block.Key) []byte {
@@ -44,10 +45,11 @@ type location struct {
 	recLen      int64
 	hdr         block.Header
 	pinnedUntil int64
+	meta        []byte
 }
 
 func (l location) encode() []byte {
-	b := make([]byte, locationSize)
+	b := make([]byte, locationSize+len(l.meta))
 	binary.LittleEndian.PutUint32(b[0:], l.seg)
 	binary.LittleEndian.PutUint64(b[4:], uint64(l.off))
 	binary.LittleEndian.PutUint32(b[12:], uint32(l.recLen))
@@ -56,12 +58,14 @@ func (l location) encode() []byte {
 	binary.LittleEndian.PutUint32(b[21:], l.hdr.StoredLen)
 	binary.LittleEndian.PutUint32(b[25:], l.hdr.Checksum)
 	binary.LittleEndian.PutUint64(b[29:], uint64(l.pinnedUntil))
+	binary.LittleEndian.PutUint16(b[37:], uint16(len(l.meta)))
+	copy(b[locationSize:], l.meta)
 	return b
 }
 
 func decodeLocation(b []byte) (location, error) {
-	if len(b) != locationSize {
-		return location{}, fmt.Errorf("ssd: index entry is %d bytes, want %d", len(b), locationSize)
+	if len(b) < locationSize || len(b) != locationSize+int(binary.LittleEndian.Uint16(b[37:])) {
+		return location{}, fmt.Errorf("ssd: index entry is %d bytes, which its metadata length does not explain", len(b))
 	}
 	l := location{
 		seg:    binary.LittleEndian.Uint32(b[0:]),
@@ -75,7 +79,10 @@ func decodeLocation(b []byte) (location, error) {
 		},
 		pinnedUntil: int64(binary.LittleEndian.Uint64(b[29:])),
 	}
-	if l.recLen != recHeaderSize+int64(l.hdr.StoredLen) || l.off < 0 {
+	if len(b) > locationSize {
+		l.meta = append([]byte(nil), b[locationSize:]...)
+	}
+	if l.recLen != recHeaderSize+int64(l.hdr.StoredLen)+int64(len(l.meta)) || l.off < 0 {
 		return location{}, fmt.Errorf("ssd: index entry is inconsistent: record %d bytes for %d stored", l.recLen, l.hdr.StoredLen)
 	}
 	return l, nil

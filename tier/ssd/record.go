@@ -10,41 +10,64 @@ import (
 	"github.com/yuebing/yuebing/block"
 )
 
-// A record is one block in a segment file: a 64-byte header, then the stored
-// (possibly compressed) payload. Records are self-describing, so the segment
-// files alone are enough to rebuild the index, and verifiable: the header
-// checks itself and names its key; the payload's CRC-32C covers the
-// uncompressed bytes.
+// A record is one block in a segment file: a 64-byte header, the stored
+// (possibly compressed) payload, then the block's metadata (tier.PutOptions
+// Meta). Records are self-describing, so the segment files alone are enough
+// to rebuild the index, and verifiable: the header checks itself and names
+// its key; the payload's CRC-32C covers the uncompressed bytes; the metadata
+// has a CRC of its own.
 //
 //	0  20  block.Header (codec, raw length, stored length, payload CRC-32C)
 //	20 32  block key
-//	52 4   CRC-32C of bytes 0..51
-//	56 8   reserved, zero
-//	64 ..  stored payload
+//	52 4   CRC-32C of bytes 0..51 and 56..63
+//	56 2   metadata length
+//	58 4   CRC-32C of the metadata
+//	62 2   reserved, zero
+//	64 ..  stored payload, then metadata
 const recHeaderSize = 64
 
-func encodeRecHeader(b []byte, key block.Key, h block.Header) {
+type recHeader struct {
+	key     block.Key
+	hdr     block.Header
+	metaLen int
+	metaSum uint32
+}
+
+func (r recHeader) recLen() int64 {
+	return recHeaderSize + int64(r.hdr.StoredLen) + int64(r.metaLen)
+}
+
+func headerChecksum(b []byte) uint32 {
+	return block.UpdateChecksum(block.Checksum(b[:52]), b[56:64])
+}
+
+func encodeRecHeader(b []byte, key block.Key, h block.Header, meta []byte) {
 	_ = b[recHeaderSize-1]
 	h.Encode(b[0:block.HeaderSize])
 	copy(b[20:52], key[:])
-	binary.LittleEndian.PutUint32(b[52:], block.Checksum(b[:52]))
-	clear(b[56:64])
+	binary.LittleEndian.PutUint16(b[56:], uint16(len(meta)))
+	binary.LittleEndian.PutUint32(b[58:], block.Checksum(meta))
+	clear(b[62:64])
+	binary.LittleEndian.PutUint32(b[52:], headerChecksum(b))
 }
 
-func decodeRecHeader(b []byte) (block.Key, block.Header, error) {
-	var k block.Key
+func decodeRecHeader(b []byte) (recHeader, error) {
+	var r recHeader
 	if len(b) < recHeaderSize {
-		return k, block.Header{}, fmt.Errorf("%w: record header is %d bytes", block.ErrCorrupt, len(b))
+		return r, fmt.Errorf("%w: record header is %d bytes", block.ErrCorrupt, len(b))
 	}
-	if got, want := block.Checksum(b[:52]), binary.LittleEndian.Uint32(b[52:]); got != want {
-		return k, block.Header{}, fmt.Errorf("%w: record header checksum %08x, want %08x", block.ErrCorrupt, got, want)
+	if got, want := headerChecksum(b), binary.LittleEndian.Uint32(b[52:]); got != want {
+		return r, fmt.Errorf("%w: record header checksum %08x, want %08x", block.ErrCorrupt, got, want)
 	}
 	h, err := block.DecodeHeader(b[:block.HeaderSize])
 	if err != nil {
-		return k, block.Header{}, err
+		return r, err
 	}
-	copy(k[:], b[20:52])
-	return k, h, nil
+	r.hdr = h
+	copy(r.key[:], b[20:52])
+	r.metaLen = int(binary.LittleEndian.Uint16(b[56:]))
+	r.metaSum = binary.LittleEndian.Uint32(b[58:])
+	return r, nil
 }
 
 // codec compresses payloads for one tier. It is safe for concurrent use: the

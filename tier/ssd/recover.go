@@ -121,7 +121,7 @@ func (s *SSD) recover() error {
 }
 
 func (s *SSD) addEntryLocked(key block.Key, seg *segment, l location) {
-	e := &entry{seg: seg, off: l.off, recLen: l.recLen, hdr: l.hdr, pinnedUntil: l.pinnedUntil}
+	e := &entry{seg: seg, off: l.off, recLen: l.recLen, hdr: l.hdr, pinnedUntil: l.pinnedUntil, meta: l.meta}
 	if e.pinnedUntil != 0 {
 		if e.pinnedUntil > s.now() {
 			s.mu.pinned += int64(e.hdr.RawLen)
@@ -172,18 +172,22 @@ func (s *SSD) rescan(seg *segment, from int64, batch *pebble.Batch) (int, error)
 			}
 			return n, fmt.Errorf("ssd: reading %s: %w", segmentName(seg.id), err)
 		}
-		key, hdr, err := decodeRecHeader(hdrBuf[:])
+		rh, err := decodeRecHeader(hdrBuf[:])
 		if err != nil {
 			return bad(err.Error())
 		}
-		recLen := recHeaderSize + int64(hdr.StoredLen)
+		key, recLen := rh.key, rh.recLen()
 		if off+recLen > seg.size {
 			return bad("record runs past the end of the file")
 		}
-		l := location{seg: seg.id, off: off, recLen: recLen, hdr: hdr}
-		e := &entry{seg: seg, off: off, recLen: recLen, hdr: hdr}
-		if _, err := s.readRecord(seg, e, key); err != nil {
+		e := &entry{seg: seg, off: off, recLen: recLen, hdr: rh.hdr}
+		rec, _, err := s.readFullRecord(seg, e, key)
+		if err != nil {
 			return bad(err.Error())
+		}
+		l := location{seg: seg.id, off: off, recLen: recLen, hdr: rh.hdr}
+		if rh.metaLen > 0 {
+			l.meta = rec[recLen-int64(rh.metaLen):]
 		}
 		if _, ok := s.mu.blocks[key]; !ok {
 			s.addEntryLocked(key, seg, l)

@@ -68,11 +68,12 @@ type entry struct {
 	recLen      int64
 	hdr         block.Header
 	pinnedUntil int64
+	meta        []byte
 	mem         []byte // the raw payload while seg is nil
 }
 
 func (e *entry) location() location {
-	l := location{off: e.off, recLen: e.recLen, hdr: e.hdr, pinnedUntil: e.pinnedUntil}
+	l := location{off: e.off, recLen: e.recLen, hdr: e.hdr, pinnedUntil: e.pinnedUntil, meta: e.meta}
 	if e.seg != nil {
 		l.seg = e.seg.id
 	}
@@ -124,6 +125,9 @@ func (s *SSD) Put(ctx context.Context, key block.Key, value []byte, opts tier.Pu
 	if int64(len(value)) > s.opts.MaxBlockSize {
 		return fmt.Errorf("%w: %d bytes, the SSD tier takes at most %d", tier.ErrTooLarge, len(value), s.opts.MaxBlockSize)
 	}
+	if len(opts.Meta) > tier.MaxMeta {
+		return fmt.Errorf("%w: %d bytes, at most %d", tier.ErrMeta, len(opts.Meta), tier.MaxMeta)
+	}
 	sum := block.Checksum(value)
 	if opts.HasChecksum && sum != opts.Checksum {
 		return fmt.Errorf("%w: got crc32c %08x, want %08x", tier.ErrChecksum, sum, opts.Checksum)
@@ -133,7 +137,8 @@ func (s *SSD) Put(ctx context.Context, key block.Key, value []byte, opts tier.Pu
 	}
 	stored, kind := s.codec.compress(value)
 	hdr := block.Header{Codec: kind, RawLen: uint32(len(value)), StoredLen: uint32(len(stored)), Checksum: sum}
-	return s.write(ctx, key, hdr, stored, pinNanos(opts.PinnedUntil), nil)
+	meta := append([]byte(nil), opts.Meta...)
+	return s.write(ctx, key, hdr, stored, meta, pinNanos(opts.PinnedUntil), nil)
 }
 
 func pinNanos(t time.Time) int64 {
@@ -171,15 +176,15 @@ func (s *SSD) contains(key block.Key) bool {
 // of a pinned block being copied forward; its space was accounted for when
 // its segment was dropped (see evictSegmentLocked), and the new record takes
 // its place only if it is still the key's entry.
-func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored []byte, pinnedUntil int64, replacing *entry) error {
-	recLen := recHeaderSize + int64(len(stored))
+func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored, meta []byte, pinnedUntil int64, replacing *entry) error {
+	recLen := recHeaderSize + int64(len(stored)) + int64(len(meta))
 	seg, off, err := s.reserve(ctx, recLen, replacing != nil)
 	if err != nil {
 		return err
 	}
 	var hb [recHeaderSize]byte
-	encodeRecHeader(hb[:], key, hdr)
-	err = pwritevFull(seg.f, [][]byte{hb[:], stored}, off)
+	encodeRecHeader(hb[:], key, hdr, meta)
+	err = pwritevFull(seg.f, [][]byte{hb[:], stored, meta}, off)
 	if err == nil && !s.opts.NoSync {
 		err = seg.flush.wait(seg.f)
 		if err == nil && !s.opts.KeepPageCache {
@@ -215,7 +220,7 @@ func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored
 		s.mu.Unlock()
 		return tier.ErrClosed
 	}
-	e := &entry{seg: seg, off: off, recLen: recLen, hdr: hdr}
+	e := &entry{seg: seg, off: off, recLen: recLen, hdr: hdr, meta: meta}
 	if replacing != nil {
 		e.pinnedUntil = replacing.pinnedUntil
 	} else if pinnedUntil > s.now() && s.mu.pinned+int64(hdr.RawLen) <= s.opts.pinLimit() {
@@ -492,7 +497,8 @@ func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
 		}
 	}
 	for i, p := range carry {
-		if err := s.write(ctx, p.key, p.e.hdr, carried[i][recHeaderSize:], 0, p.e); err != nil {
+		stored := carried[i][recHeaderSize : recHeaderSize+int64(p.e.hdr.StoredLen)]
+		if err := s.write(ctx, p.key, p.e.hdr, stored, p.e.meta, 0, p.e); err != nil {
 			s.opts.Logger.Warn("ssd: no room to keep a pinned block; dropping it", "key", p.key, "err", err)
 			s.mu.Lock()
 			if s.mu.blocks[p.key] == p.e {
@@ -607,14 +613,19 @@ func (s *SSD) readInto(buf []byte, seg *segment, e *entry, key block.Key) (rec, 
 	if !s.opts.KeepPageCache {
 		dropPages(seg.f, e.off, e.recLen)
 	}
-	k, hdr, err := decodeRecHeader(buf)
+	rh, err := decodeRecHeader(buf)
 	if err != nil {
 		return nil, nil, err
 	}
-	if k != key || hdr != e.hdr {
+	if rh.key != key || rh.hdr != e.hdr || rh.recLen() != e.recLen {
 		return nil, nil, fmt.Errorf("%w: record at %s:%d holds another block", block.ErrCorrupt, segmentName(seg.id), e.off)
 	}
-	raw, err = s.codec.decompress(buf[recHeaderSize:], hdr)
+	storedEnd := recHeaderSize + int64(rh.hdr.StoredLen)
+	if block.Checksum(buf[storedEnd:]) != rh.metaSum {
+		return nil, nil, fmt.Errorf("%w: record at %s:%d: metadata checksum mismatch", block.ErrCorrupt, segmentName(seg.id), e.off)
+	}
+	hdr := rh.hdr
+	raw, err = s.codec.decompress(buf[recHeaderSize:storedEnd], hdr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -689,7 +700,7 @@ func (s *SSD) Stat(key block.Key) (tier.BlockInfo, error) {
 }
 
 func (e *entry) info() tier.BlockInfo {
-	info := tier.BlockInfo{Size: int64(e.hdr.RawLen), Checksum: e.hdr.Checksum, HasChecksum: true}
+	info := tier.BlockInfo{Size: int64(e.hdr.RawLen), Checksum: e.hdr.Checksum, HasChecksum: true, Meta: e.meta}
 	if e.pinnedUntil != 0 {
 		info.PinnedUntil = time.Unix(0, e.pinnedUntil)
 	}

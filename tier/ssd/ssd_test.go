@@ -151,7 +151,7 @@ func TestTornTailIsCut(t *testing.T) {
 	whole := st.Size()
 	var hb [recHeaderSize]byte
 	junk := tiertest.Value(tiertest.Key(99), 10_000)
-	encodeRecHeader(hb[:], tiertest.Key(99), block.Header{RawLen: 10_000, StoredLen: 10_000, Checksum: block.Checksum(junk)})
+	encodeRecHeader(hb[:], tiertest.Key(99), block.Header{RawLen: 10_000, StoredLen: 10_000, Checksum: block.Checksum(junk)}, nil)
 	f, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	f.Write(hb[:])
 	f.Write(junk[:4000]) // torn: the header promises 10000 bytes
@@ -182,7 +182,7 @@ func TestLostIndexTailIsRescanned(t *testing.T) {
 	for i := range 10 {
 		k := tiertest.Key(i)
 		keys = append(keys, k)
-		s.Put(t.Context(), k, tiertest.Value(k, 3000), tier.PutOptions{})
+		s.Put(t.Context(), k, tiertest.Value(k, 3000), tier.PutOptions{Meta: []byte{byte(i), 'm'}})
 	}
 	// Forget the last three entries and rewind the marker before them.
 	s.mu.Lock()
@@ -198,8 +198,11 @@ func TestLostIndexTailIsRescanned(t *testing.T) {
 	s.Close()
 
 	s = openTest(t, Options{Dir: dir, Capacity: 16 << 20})
-	for _, k := range keys {
+	for i, k := range keys {
 		tiertest.CheckGet(t, s, k, tiertest.Value(k, 3000))
+		if info, _ := s.Stat(k); string(info.Meta) != string([]byte{byte(i), 'm'}) {
+			t.Fatalf("block %d: metadata %q after a rescan", i, info.Meta)
+		}
 	}
 }
 

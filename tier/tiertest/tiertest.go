@@ -53,6 +53,7 @@ func RunSuite(t *testing.T, newTier Factory) {
 		{"Writer", testWriter},
 		{"WriterReadFrom", testWriterReadFrom},
 		{"Checksum", testChecksum},
+		{"Meta", testMeta},
 		{"TooLarge", testTooLarge},
 		{"CapacityBound", testCapacityBound},
 		{"HandleOutlivesEviction", testHandleOutlivesEviction},
@@ -289,6 +290,32 @@ func testChecksum(t *testing.T, newTier Factory) {
 		t.Fatalf("Put with the right checksum: %v", err)
 	}
 	CheckGet(t, tr, k, v)
+}
+
+func testMeta(t *testing.T, newTier Factory) {
+	tr := newTier(t, Capacity)
+	k := Key(12)
+	meta := []byte("vllm@llama@1@0@abcdkv_bytes")
+	if err := tr.Put(t.Context(), k, Value(k, 3000), tier.PutOptions{Meta: meta}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := tr.Stat(k); err != nil || string(info.Meta) != string(meta) {
+		t.Fatalf("Stat meta = %q, %v", info.Meta, err)
+	}
+	found := false
+	tr.Range(func(kk block.Key, info tier.BlockInfo) bool {
+		if kk == k {
+			found = string(info.Meta) == string(meta)
+		}
+		return true
+	})
+	if !found {
+		t.Fatal("Range does not return the metadata")
+	}
+	CheckGet(t, tr, k, Value(k, 3000))
+	if err := tr.Put(t.Context(), Key(13), []byte("x"), tier.PutOptions{Meta: make([]byte, tier.MaxMeta+1)}); !errors.Is(err, tier.ErrMeta) {
+		t.Fatalf("oversized metadata: %v", err)
+	}
 }
 
 func testTooLarge(t *testing.T, newTier Factory) {
