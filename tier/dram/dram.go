@@ -148,7 +148,7 @@ type blk struct {
 	key         block.Key
 	span        int32
 	off, size   int64
-	metaLen     int64 // PutOptions.Meta, stored in the arena right after the value
+	metaLen     int64         // PutOptions.Meta, stored in the arena right after the value
 	sum         atomic.Uint64 // CRC-32C | sumKnown once computed
 	pins        int32
 	state       blockState
