@@ -593,12 +593,6 @@ func (s *SSD) releaseSegLocked(seg *segment) {
 	}
 }
 
-// readRecord reads and verifies a block's record, returning the raw payload.
-func (s *SSD) readRecord(seg *segment, e *entry, key block.Key) ([]byte, error) {
-	_, raw, err := s.readFullRecord(seg, e, key)
-	return raw, err
-}
-
 // readFullRecord reads and verifies a record, returning it whole and its
 // raw payload.
 func (s *SSD) readFullRecord(seg *segment, e *entry, key block.Key) (rec, raw []byte, err error) {
