@@ -50,12 +50,6 @@ type HierarchyOptions struct {
 	// RecentHits is how many lower-tier hits second-hit admission remembers.
 	// Default 65536.
 	RecentHits int
-	// OnDrop, if set, is called with the key of every block that leaves the
-	// store other than by Delete: evicted from the last tier that held it,
-	// or dropped as corrupt. It runs on the goroutine that evicted (often a
-	// put's) without the hierarchy's locks; it may call Delete on other
-	// keys but must not block for long.
-	OnDrop func(key block.Key)
 	// Now is the clock for pins. Default time.Now.
 	Now func() time.Time
 	// Logger. Default slog.Default().
@@ -143,6 +137,7 @@ type Hierarchy struct {
 	}
 
 	counters []tierCounters
+	onDrop   atomic.Pointer[[]func(block.Key)]
 	dropped  atomic.Int64 // demotions dropped because the queue was full
 	hits     atomic.Int64
 	misses   atomic.Int64
@@ -360,8 +355,31 @@ func (h *Hierarchy) clearTier(key block.Key, level int) {
 		gone = ok && e.Tiers == 0
 		return e, ok && e.Tiers != 0
 	})
-	if gone && h.opts.OnDrop != nil && !h.closed.Load() {
-		h.opts.OnDrop(key)
+	if gone && !h.closed.Load() {
+		if fns := h.onDrop.Load(); fns != nil {
+			for _, fn := range *fns {
+				fn(key)
+			}
+		}
+	}
+}
+
+// OnDrop registers fn to be called with the key of every block that leaves
+// the store other than by Delete: evicted from the last tier that held it,
+// or dropped as corrupt. fn runs on the goroutine that evicted (often a
+// put's) without the hierarchy's locks; it may call Delete on other keys
+// but must not block for long.
+func (h *Hierarchy) OnDrop(fn func(key block.Key)) {
+	for {
+		old := h.onDrop.Load()
+		var fns []func(block.Key)
+		if old != nil {
+			fns = append(fns, *old...)
+		}
+		fns = append(fns, fn)
+		if h.onDrop.CompareAndSwap(old, &fns) {
+			return
+		}
 	}
 }
 
@@ -421,15 +439,39 @@ func (h *Hierarchy) inflightHandle(key block.Key, level int) *Handle {
 	return nil
 }
 
-// Stat returns what the index knows of a block.
-func (h *Hierarchy) Stat(key block.Key) (index.Entry, bool) {
+// Lookup returns what the index knows of a block, without touching a tier.
+func (h *Hierarchy) Lookup(key block.Key) (index.Entry, bool) {
 	e, ok := h.ix.Get(key)
 	return e, ok && e.Tiers != 0
 }
 
+// Stat returns a block's metadata (size, checksum if known, pin, Meta) from
+// the fastest tier holding it, and that tier's position.
+func (h *Hierarchy) Stat(key block.Key) (BlockInfo, int, error) {
+	e, ok := h.ix.Get(key)
+	if !ok {
+		return BlockInfo{}, -1, ErrNotFound
+	}
+	for level, t := range h.tiers {
+		if !e.Tiers.Has(level) {
+			continue
+		}
+		if info, err := t.Stat(key); err == nil {
+			return info, level, nil
+		}
+	}
+	h.inflight.Lock()
+	d := h.inflight.m[key]
+	h.inflight.Unlock()
+	if d != nil {
+		return d.info, d.level, nil
+	}
+	return BlockInfo{}, -1, ErrNotFound
+}
+
 // Contains reports whether the block is stored.
 func (h *Hierarchy) Contains(key block.Key) bool {
-	_, ok := h.Stat(key)
+	_, ok := h.Lookup(key)
 	return ok
 }
 

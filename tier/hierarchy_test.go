@@ -129,15 +129,15 @@ func TestSecondHitAdmission(t *testing.T) {
 		put(t, h, k, tiertest.Value(k, 100_000))
 	}
 	k := tiertest.Key(0)
-	eventually(t, "demotion", func() bool { e, ok := h.Stat(k); return ok && !e.Tiers.Has(0) })
+	eventually(t, "demotion", func() bool { e, ok := h.Lookup(k); return ok && !e.Tiers.Has(0) })
 	get(t, h, k, tiertest.Value(k, 100_000))
 	time.Sleep(50 * time.Millisecond)
-	if e, _ := h.Stat(k); e.Tiers.Has(0) {
+	if e, _ := h.Lookup(k); e.Tiers.Has(0) {
 		t.Fatal("a single SSD hit was promoted under second-hit admission")
 	}
 	eventually(t, "promotion on the second hit", func() bool {
 		get(t, h, k, tiertest.Value(k, 100_000))
-		e, _ := h.Stat(k)
+		e, _ := h.Lookup(k)
 		return e.Tiers.Has(0)
 	})
 }
@@ -166,7 +166,7 @@ func TestDeleteEverywhere(t *testing.T) {
 	k := tiertest.Key(0)
 	eventually(t, "a copy in both tiers", func() bool {
 		get(t, h, k, tiertest.Value(k, 100_000))
-		e, _ := h.Stat(k)
+		e, _ := h.Lookup(k)
 		return e.Tiers.Has(0) && e.Tiers.Has(1)
 	})
 	if err := h.Delete(k); err != nil {
@@ -199,7 +199,7 @@ func TestPinKeepsBlockInDRAM(t *testing.T) {
 	if lvl := get(t, h, k, tiertest.Value(k, 100_000)); lvl != 0 {
 		t.Fatalf("pinned block read from tier %d", lvl)
 	}
-	if e, _ := h.Stat(k); e.PinnedUntil == 0 {
+	if e, _ := h.Lookup(k); e.PinnedUntil == 0 {
 		t.Fatal("index does not record the pin")
 	}
 	if err := h.Pin(tiertest.Key(999), time.Now().Add(time.Hour)); !errors.Is(err, tier.ErrNotFound) {
@@ -270,7 +270,7 @@ func TestRestartKeepsFlushedBlocks(t *testing.T) {
 		if lvl := get(t, h, k, tiertest.Value(k, 100_000)); lvl != 1 {
 			t.Fatalf("block %d read from tier %d after restart", i, lvl)
 		}
-		if info, _ := h.Tiers()[1].Stat(k); string(info.Meta) != fmt.Sprint("name-", i) {
+		if info, lvl, _ := h.Stat(k); string(info.Meta) != fmt.Sprint("name-", i) || lvl != 1 {
 			t.Fatalf("block %d metadata after restart: %q", i, info.Meta)
 		}
 	}
@@ -281,11 +281,12 @@ func TestRestartKeepsFlushedBlocks(t *testing.T) {
 func TestOnDrop(t *testing.T) {
 	var mu sync.Mutex
 	dropped := map[block.Key]bool{}
-	h := newHierarchy(t, hcfg{dram: 1 << 20, ssd: 2 << 20, opts: tier.HierarchyOptions{OnDrop: func(k block.Key) {
+	h := newHierarchy(t, hcfg{dram: 1 << 20, ssd: 2 << 20})
+	h.OnDrop(func(k block.Key) {
 		mu.Lock()
 		dropped[k] = true
 		mu.Unlock()
-	}}})
+	})
 	put(t, h, tiertest.Key(0), tiertest.Value(tiertest.Key(0), 1000))
 	h.Delete(tiertest.Key(0))
 	for i := 1; i < 100; i++ {
