@@ -38,6 +38,10 @@ type HitrateOptions struct {
 	Workers int
 	// Progress draws a progress bar on stderr. Default: off.
 	Progress bool
+	// ThroughTier also replays every policy cell through a real DRAM tier
+	// (64-byte values; see TierCache) and reports its hit rate beside the
+	// simulator's. Default: off.
+	ThroughTier bool
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -80,6 +84,8 @@ type HitrateCell struct {
 	// PresentHits, for PolicyBelady, counts accesses to cached blocks in or
 	// out of a request's leading prefix; see beladyCache.
 	PresentHits int64
+	// Tier is the replay through a real DRAM tier, when asked for.
+	Tier *ReplayResult
 }
 
 // Hitrate replays every trace through the unbounded cache once, and through
@@ -112,7 +118,7 @@ func Hitrate(ctx context.Context, o HitrateOptions) ([]HitrateCell, error) {
 	}
 	err := runCells(ctx, len(cells), o.Workers, func(i int) error {
 		c := &cells[i]
-		err := c.run(traces[c.Trace])
+		err := c.run(ctx, traces[c.Trace], o.ThroughTier)
 		if bar != nil {
 			bar.Add(1)
 		}
@@ -124,7 +130,7 @@ func Hitrate(ctx context.Context, o HitrateOptions) ([]HitrateCell, error) {
 	return cells, nil
 }
 
-func (c *HitrateCell) run(t *Trace) error {
+func (c *HitrateCell) run(ctx context.Context, t *Trace, throughTier bool) error {
 	blocks := c.CapacityTokens / TraceBlockTokens
 	switch c.Policy {
 	case PolicyUnbounded:
@@ -142,6 +148,13 @@ func (c *HitrateCell) run(t *Trace) error {
 			return err
 		}
 		c.ReplayResult = Replay(t, pc)
+		if throughTier {
+			res, err := ReplayThroughTier(ctx, t, c.Policy, blocks)
+			if err != nil {
+				return err
+			}
+			c.Tier = &res
+		}
 	}
 	return nil
 }
@@ -165,7 +178,7 @@ func duplicateName(ts []*Trace) string {
 // present_hit_rate, the rate MIN bounds strictly (see beladyCache).
 func HitrateReport(cells []HitrateCell) *Report {
 	r := &Report{Columns: []string{"name", "trace", "policy", "capacity_tokens", "hit_rate", "compute_saved",
-		"baseline", "baseline_hit_rate", "ratio", "gap_closed", "of_unbounded", "present_hit_rate"}}
+		"baseline", "baseline_hit_rate", "ratio", "gap_closed", "of_unbounded", "present_hit_rate", "tier_hit_rate"}}
 	type at struct {
 		trace  string
 		policy string
@@ -204,6 +217,9 @@ func HitrateReport(cells []HitrateCell) *Report {
 			if u, ok := hit[at{c.Trace, PolicyUnbounded, 0}]; ok {
 				row["of_unbounded"] = ratioOrNaN(c.HitRate(), u)
 			}
+		}
+		if c.Tier != nil {
+			row["tier_hit_rate"] = c.Tier.HitRate()
 		}
 		r.Add(row)
 	}

@@ -9,6 +9,12 @@ import (
 // policyCache is the simulator's bounded cache: a set of dense block ids,
 // sized in blocks, ordered by an eviction policy from package policy (the
 // same code the DRAM tier runs).
+//
+// The policy sees each block as blockUnit units and the capacity in the same
+// units, as a tier sees bytes: policies that step or split by a fraction of
+// the capacity then round the way they do in a tier (where capacity/3333 is
+// a fraction of a block, not a truncated whole one), and a replay through a
+// real tier holding blockUnit-byte values runs exactly the same arithmetic.
 type policyCache struct {
 	p        policy.Policy[int32]
 	present  []bool
@@ -23,7 +29,7 @@ func newPolicyCache(name string, capacity int64, blocks int) (*policyCache, erro
 	if capacity < 1 {
 		return nil, fmt.Errorf("%w: capacity of %d blocks; a cache needs at least one", ErrOptions, capacity)
 	}
-	p, err := policy.New[int32](name, capacity)
+	p, err := policy.New[int32](name, capacity*blockUnit)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
@@ -48,10 +54,13 @@ func (c *policyCache) Touch(id, parent int32) {
 		c.present[victim] = false
 		c.used--
 	}
-	c.p.Add(id, policy.Info[int32]{Size: 1, Parent: parent, HasParent: parent != NoParent})
+	c.p.Add(id, policy.Info[int32]{Size: blockUnit, Parent: parent, HasParent: parent != NoParent})
 	c.present[id] = true
 	c.used++
 }
+
+// blockUnit is the size of one block in policy units; see policyCache.
+const blockUnit = tierValueSize
 
 // unboundedCache keeps every block: the hit rate with infinite space.
 type unboundedCache struct{ present []bool }

@@ -11,12 +11,13 @@ import (
 
 func newBenchHitrateCmd() *cobra.Command {
 	var (
-		traces     []string
-		capacities string
-		policies   string
-		asJSON     bool
-		plot       string
-		workers    int
+		throughTier bool
+		traces      []string
+		capacities  string
+		policies    string
+		asJSON      bool
+		plot        string
+		workers     int
 	)
 	cmd := &cobra.Command{
 		Use:   "hitrate",
@@ -38,7 +39,7 @@ same capacity as their baseline. See docs/policies.md.`,
 			if len(traces) == 0 {
 				return usageErrorf("--trace is required")
 			}
-			opts := bench.HitrateOptions{Workers: workers, Progress: true}
+			opts := bench.HitrateOptions{Workers: workers, Progress: true, ThroughTier: throughTier}
 			for _, s := range splitList(capacities) {
 				if strings.EqualFold(s, "inf") {
 					continue // the unbounded row is always reported
@@ -90,5 +91,6 @@ same capacity as their baseline. See docs/policies.md.`,
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"results":[...]} instead of a table`)
 	f.StringVar(&plot, "plot", "", "also draw hit rate against capacity, one panel per trace, to this PNG file")
 	f.IntVar(&workers, "workers", 0, "simulations run at once (default: GOMAXPROCS)")
+	f.BoolVar(&throughTier, "through-tier", false, "also replay every policy through a real DRAM tier (64-byte values) and report tier_hit_rate")
 	return cmd
 }
