@@ -129,3 +129,20 @@ type Stats struct {
 	Demotions  int64 `json:"demotions"`
 	Promotions int64 `json:"promotions"`
 }
+
+// KeyInfo pairs a key with its metadata, for tiers' Range snapshots.
+type KeyInfo struct {
+	Key  block.Key
+	Info BlockInfo
+}
+
+// Visit calls fn for each item until it returns false. Tiers take a snapshot
+// under their lock and visit it after releasing the lock, so fn may call
+// back into the tier.
+func Visit(items []KeyInfo, fn func(block.Key, BlockInfo) bool) {
+	for _, it := range items {
+		if !fn(it.Key, it.Info) {
+			return
+		}
+	}
+}

@@ -59,3 +59,14 @@ func (h *Heap[T]) PopDue(now int64) (v T, at int64, ok bool) {
 	}
 	return top.v, top.at, true
 }
+
+// Expire pops every entry due at now and calls fn with it, earliest first.
+func (h *Heap[T]) Expire(now int64, fn func(v T, at int64)) {
+	for {
+		v, at, ok := h.PopDue(now)
+		if !ok {
+			return
+		}
+		fn(v, at)
+	}
+}

@@ -539,38 +539,25 @@ func (d *DRAM) unpinLocked(b *blk) {
 
 // expirePinsLocked returns blocks whose soft pin lapsed to the policy.
 func (d *DRAM) expirePinsLocked() {
-	now := d.opts.Now().UnixNano()
-	for {
-		b, until, ok := d.mu.pins.PopDue(now)
-		if !ok {
-			return
-		}
+	d.mu.pins.Expire(d.opts.Now().UnixNano(), func(b *blk, until int64) {
 		// A pin that was extended or removed left a stale entry behind.
 		if b.pinnedUntil == until && b.state == stateLive {
 			d.unpinLocked(b)
 		}
-	}
+	})
 }
 
 // Range implements tier.Tier.
 func (d *DRAM) Range(fn func(block.Key, tier.BlockInfo) bool) {
-	type item struct {
-		k    block.Key
-		info tier.BlockInfo
-	}
 	d.mu.Lock()
-	items := make([]item, 0, len(d.mu.blocks))
+	items := make([]tier.KeyInfo, 0, len(d.mu.blocks))
 	for k, b := range d.mu.blocks {
 		if b.state != stateDead {
-			items = append(items, item{k, d.infoLocked(b)})
+			items = append(items, tier.KeyInfo{Key: k, Info: d.infoLocked(b)})
 		}
 	}
 	d.mu.Unlock()
-	for _, it := range items {
-		if !fn(it.k, it.info) {
-			return
-		}
-	}
+	tier.Visit(items, fn)
 }
 
 // Stats implements tier.Tier.

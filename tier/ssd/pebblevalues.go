@@ -323,13 +323,7 @@ func (p *PebbleStore) Stat(key block.Key) (tier.BlockInfo, error) {
 	return e.info(), nil
 }
 
-func (e *pentry) info() tier.BlockInfo {
-	info := tier.BlockInfo{Size: int64(e.hdr.RawLen), Checksum: e.hdr.Checksum, HasChecksum: true, Meta: e.meta}
-	if e.pinnedUntil != 0 {
-		info.PinnedUntil = time.Unix(0, e.pinnedUntil)
-	}
-	return info
-}
+func (e *pentry) info() tier.BlockInfo { return blockInfo(e.hdr, e.meta, e.pinnedUntil) }
 
 // Delete implements tier.Tier.
 func (p *PebbleStore) Delete(key block.Key) error {
@@ -392,37 +386,24 @@ func (p *PebbleStore) unpinLocked(key block.Key, e *pentry) {
 }
 
 func (p *PebbleStore) expirePinsLocked() {
-	now := p.opts.Now().UnixNano()
-	for {
-		k, until, ok := p.mu.pins.PopDue(now)
-		if !ok {
-			return
-		}
+	p.mu.pins.Expire(p.opts.Now().UnixNano(), func(k block.Key, until int64) {
 		if e := p.mu.blocks[k]; e != nil && e.pinnedUntil == until {
 			p.unpinLocked(k, e)
 		}
-	}
+	})
 }
 
 // Range implements tier.Tier.
 func (p *PebbleStore) Range(fn func(block.Key, tier.BlockInfo) bool) {
-	type item struct {
-		k    block.Key
-		info tier.BlockInfo
-	}
 	p.mu.Lock()
-	items := make([]item, 0, len(p.mu.blocks))
+	items := make([]tier.KeyInfo, 0, len(p.mu.blocks))
 	for k, e := range p.mu.blocks {
 		if e.committed {
-			items = append(items, item{k, e.info()})
+			items = append(items, tier.KeyInfo{Key: k, Info: e.info()})
 		}
 	}
 	p.mu.Unlock()
-	for _, it := range items {
-		if !fn(it.k, it.info) {
-			return
-		}
-	}
+	tier.Visit(items, fn)
 }
 
 // Stats implements tier.Tier.

@@ -693,10 +693,14 @@ func (s *SSD) Stat(key block.Key) (tier.BlockInfo, error) {
 	return e.info(), nil
 }
 
-func (e *entry) info() tier.BlockInfo {
-	info := tier.BlockInfo{Size: int64(e.hdr.RawLen), Checksum: e.hdr.Checksum, HasChecksum: true, Meta: e.meta}
-	if e.pinnedUntil != 0 {
-		info.PinnedUntil = time.Unix(0, e.pinnedUntil)
+func (e *entry) info() tier.BlockInfo { return blockInfo(e.hdr, e.meta, e.pinnedUntil) }
+
+// blockInfo is what Stat and Range report for a stored block of either
+// layout: the header knows the size and checksum.
+func blockInfo(hdr block.Header, meta []byte, pinnedUntil int64) tier.BlockInfo {
+	info := tier.BlockInfo{Size: int64(hdr.RawLen), Checksum: hdr.Checksum, HasChecksum: true, Meta: meta}
+	if pinnedUntil != 0 {
+		info.PinnedUntil = time.Unix(0, pinnedUntil)
 	}
 	return info
 }
@@ -770,36 +774,23 @@ func (s *SSD) Pin(key block.Key, until time.Time) error {
 
 // expirePinsLocked clears soft pins whose time has passed.
 func (s *SSD) expirePinsLocked() {
-	now := s.now()
-	for {
-		k, until, ok := s.mu.pins.PopDue(now)
-		if !ok {
-			return
-		}
+	s.mu.pins.Expire(s.now(), func(k block.Key, until int64) {
 		if e := s.mu.blocks[k]; e != nil && e.pinnedUntil == until {
 			e.pinnedUntil = 0
 			s.mu.pinned -= int64(e.hdr.RawLen)
 		}
-	}
+	})
 }
 
 // Range implements tier.Tier.
 func (s *SSD) Range(fn func(block.Key, tier.BlockInfo) bool) {
-	type item struct {
-		k    block.Key
-		info tier.BlockInfo
-	}
 	s.mu.Lock()
-	items := make([]item, 0, len(s.mu.blocks))
+	items := make([]tier.KeyInfo, 0, len(s.mu.blocks))
 	for k, e := range s.mu.blocks {
-		items = append(items, item{k, e.info()})
+		items = append(items, tier.KeyInfo{Key: k, Info: e.info()})
 	}
 	s.mu.Unlock()
-	for _, it := range items {
-		if !fn(it.k, it.info) {
-			return
-		}
-	}
+	tier.Visit(items, fn)
 }
 
 // Stats implements tier.Tier.
