@@ -312,4 +312,3 @@ func (s *RemoteSegment) close(ctx context.Context) error {
 func isDeadline(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrTimeout)
 }
-

@@ -99,30 +99,34 @@ func (r *Registry) add(name, location string, mem []byte, shared *SharedMemory) 
 	return s, nil
 }
 
-// remove takes the segment out of the registry and waits for its pins.
+// remove withdraws the segment and waits for its pins. The name stays taken
+// until the wait succeeds, so an Unregister that gave up can be retried.
 func (r *Registry) remove(ctx context.Context, name string) error {
-	r.mu.Lock()
+	r.mu.RLock()
 	s, ok := r.mu.byName[name]
-	if ok {
-		delete(r.mu.byName, name)
-		delete(r.mu.byID, s.id)
-	}
-	r.mu.Unlock()
+	r.mu.RUnlock()
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrSegmentNotFound, name)
 	}
 	if err := s.pins.close(ctx); err != nil {
 		return fmt.Errorf("rdma: unregister %q: %w", name, err)
 	}
+	r.mu.Lock()
+	if r.mu.byName[name] == s {
+		delete(r.mu.byName, name)
+		delete(r.mu.byID, s.id)
+	}
+	r.mu.Unlock()
 	return nil
 }
 
-// Lookup returns the segment registered under name, without pinning it.
+// Lookup returns the segment registered under name, without pinning it. A
+// segment being unregistered is not found.
 func (r *Registry) Lookup(name string) (*Segment, error) {
 	r.mu.RLock()
 	s, ok := r.mu.byName[name]
 	r.mu.RUnlock()
-	if !ok {
+	if !ok || s.pins.isClosed() {
 		return nil, fmt.Errorf("%w: %q", ErrSegmentNotFound, name)
 	}
 	return s, nil
