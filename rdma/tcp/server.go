@@ -89,7 +89,7 @@ func (s *serverConn) run() error {
 	t := s.t
 	s.nc.SetDeadline(time.Now().Add(t.opts.DialTimeout))
 	if err := s.handshake(); err != nil {
-		return s.fatal(err)
+		return err
 	}
 	s.nc.SetDeadline(time.Time{})
 	for {
@@ -131,30 +131,12 @@ func (s *serverConn) fatal(err error) error {
 }
 
 func (s *serverConn) handshake() error {
-	h, err := wire.ReadHeader(s.br, s.hdr[:])
+	v, err := wire.ServerHello(s.nc, s.br, s.t.token)
 	if err != nil {
-		return fmt.Errorf("tcp: hello: %w", err)
-	}
-	if h.Type != wire.Hello {
-		return fmt.Errorf("%w: %s frame before hello", rdma.ErrProtocol, h.Type)
-	}
-	p, err := wire.ReadControl(s.br, h, wire.MaxHello)
-	if err != nil {
-		return err
-	}
-	m, err := wire.ParseHello(p)
-	if err != nil {
-		return err
-	}
-	if !wire.TokenEqual(m.Token, s.t.token) {
-		return fmt.Errorf("%w: wrong cluster token from %s", rdma.ErrAuth, s.nc.RemoteAddr())
-	}
-	v, err := wire.Negotiate(m)
-	if err != nil {
-		return err
+		return fmt.Errorf("tcp: %s: %w", s.nc.RemoteAddr(), err)
 	}
 	s.version = v
-	return wire.WriteFrame(s.nc, wire.Header{Version: v, Type: wire.HelloOK}, nil)
+	return nil
 }
 
 func (s *serverConn) reply(id uint64, err error) error {

@@ -205,26 +205,11 @@ func (t *Transport) Open(ctx context.Context, peer, name string) (rdma.Remote, e
 
 // handshake authenticates to a peer and returns the agreed version.
 func (t *Transport) handshake(nc net.Conn, br *bufio.Reader) (uint8, error) {
-	hello := wire.HelloMsg{Min: wire.MinVersion, Max: wire.MaxVersion, Token: t.token}
-	if err := wire.WriteFrame(nc, wire.Header{Version: wire.MaxVersion, Type: wire.Hello}, hello.Append(nil)); err != nil {
-		return 0, fmt.Errorf("tcp: hello: %w", err)
-	}
-	h, err := wire.ReadHeader(br, make([]byte, wire.HeaderSize))
+	v, err := wire.ClientHello(nc, br, t.token)
 	if err != nil {
-		return 0, fmt.Errorf("tcp: hello: %w", err)
+		return 0, fmt.Errorf("tcp: %w", err)
 	}
-	p, err := wire.ReadControl(br, h, wire.MaxMessage)
-	switch {
-	case err != nil:
-		return 0, err
-	case h.Type == wire.Error:
-		return 0, wire.PeerError(h, p)
-	case h.Type != wire.HelloOK || len(p) != 0:
-		return 0, fmt.Errorf("%w: %s frame in answer to hello", rdma.ErrProtocol, h.Type)
-	case h.Version < wire.MinVersion || h.Version > wire.MaxVersion:
-		return 0, fmt.Errorf("%w: peer chose version %d", rdma.ErrVersion, h.Version)
-	}
-	return h.Version, nil
+	return v, nil
 }
 
 // ctxErr prefers the context's error: a deadline that closed the connection

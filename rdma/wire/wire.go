@@ -99,6 +99,15 @@ func (c Code) Err() error {
 	return rdma.ErrProtocol
 }
 
+func isAny(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
+
 // CodeOf returns the code that carries err to a peer.
 func CodeOf(err error) Code {
 	for _, ce := range codeErrs {
