@@ -78,6 +78,7 @@ type endpoint struct {
 	sendq   chan *slice
 	slots   chan struct{}
 	done    chan struct{}
+	proven  atomic.Bool
 	mu      struct {
 		sync.Mutex
 		pending   map[uint64]*slice
@@ -126,6 +127,18 @@ func (e *endpoint) submit(s *slice, cancel <-chan struct{}) error {
 }
 
 var errCancelled = errors.New("tcp: cancelled")
+
+// prove reports true for the first slice that succeeds on a live endpoint:
+// that is when its path counts as healthy again. Later successes, and
+// successes that arrive after the endpoint failed, say nothing new.
+func (e *endpoint) prove() bool {
+	if e.proven.Load() || !e.proven.CompareAndSwap(false, true) {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mu.err == nil
+}
 
 func (e *endpoint) failure() error {
 	e.mu.Lock()

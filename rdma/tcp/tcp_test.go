@@ -1,6 +1,8 @@
 package tcp
 
 import (
+	"io"
+	"log/slog"
 	"strconv"
 	"testing"
 
@@ -33,3 +35,5 @@ func TestSuite(t *testing.T) {
 		return newTransport(t, Options{Topology: loopbackTopology(1, 2), SliceSize: 16 << 10})
 	})
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -72,7 +72,9 @@ func (x *transfer) run(ctx context.Context) error {
 			case err == nil:
 				x.task.Moved(len(s.buf))
 				x.t.stats.slices.Add(1)
-				x.t.health.ok(s.ep.path)
+				if s.ep.prove() {
+					x.t.health.ok(s.ep.path)
+				}
 			case failed != nil:
 			case retryable(err):
 				x.t.stats.retries.Add(1)
