@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -54,14 +55,19 @@ func (c *rawClient) send(h wire.Header, payload []byte) {
 	}
 }
 
-// expect reads one answer; for ReadData it returns the payload.
+// expect reads one answer and returns its payload (with the trailer, for
+// a data frame).
 func (c *rawClient) expect(typ wire.Type, code wire.Code) (wire.Header, []byte) {
 	c.t.Helper()
 	h, err := wire.ReadHeader(c.br, make([]byte, wire.HeaderSize))
 	if err != nil {
 		c.t.Fatalf("want %s: %v", typ, err)
 	}
-	p := make([]byte, h.Length)
+	n := int(h.Length)
+	if h.Type.IsData() {
+		n += wire.TrailerSize
+	}
+	p := make([]byte, n)
 	if _, err := io.ReadFull(c.br, p); err != nil {
 		c.t.Fatal(err)
 	}
@@ -156,10 +162,10 @@ func TestServerRejectsOutOfBounds(t *testing.T) {
 	}
 	// A bad CRC on a write is reported too (the bytes landed, but the
 	// request failed).
-	h := wire.Header{Version: c.v, Type: wire.Write, ID: 78, Segment: id, Offset: 0, Length: 4, CRC: 1}
+	h := wire.Header{Version: c.v, Type: wire.Write, ID: 78, Segment: id, Offset: 0, Length: 4}
 	var b [wire.HeaderSize]byte
 	h.Put(b[:])
-	c.nc.Write(append(b[:], "abcd"...))
+	c.nc.Write(append(b[:], "abcd\x01\x00\x00\x00"...)) // payload and a wrong trailer
 	c.expect(wire.Error, wire.CodeChecksum)
 	copy(before, "abcd")
 	if !bytes.Equal(before, synced(t, s.e, s.seg)) {
@@ -170,7 +176,8 @@ func TestServerRejectsOutOfBounds(t *testing.T) {
 	hr.Put(b[:])
 	c.nc.Write(b[:])
 	rh, p := c.expect(wire.ReadData, 0)
-	if rh.ID != 79 || !bytes.Equal(p, s.mem[100:1100]) || block.Checksum(p) != rh.CRC {
+	if rh.ID != 79 || len(p) != 1000+wire.TrailerSize || !bytes.Equal(p[:1000], s.mem[100:1100]) ||
+		block.Checksum(p[:1000]) != binary.LittleEndian.Uint32(p[1000:]) {
 		t.Fatal("read after refusals returned wrong bytes")
 	}
 }
@@ -233,7 +240,7 @@ func TestGarbageDoesNotHarmOthers(t *testing.T) {
 		}},
 		{"truncated write payload", true, func(c *rawClient) {
 			var b [wire.HeaderSize]byte
-			(&wire.Header{Version: c.v, Type: wire.Write, Segment: s.seg.ID(), Length: 65536, CRC: 1}).Put(b[:])
+			(&wire.Header{Version: c.v, Type: wire.Write, Segment: s.seg.ID(), Length: 65536}).Put(b[:])
 			c.nc.Write(append(b[:], junk[:100]...))
 		}},
 		{"write over slice limit", true, func(c *rawClient) {
@@ -396,8 +403,13 @@ func TestLyingServer(t *testing.T) {
 		}, 0, rdma.ErrNoPath},
 		{"bad crc", rdma.Read, func(w io.Writer, h wire.Header) {
 			var b [wire.HeaderSize]byte
+			(&wire.Header{Version: h.Version, Type: wire.ReadData, ID: h.ID, Segment: h.Segment, Offset: h.Offset, Length: h.Length}).Put(b[:])
+			w.Write(append(append(b[:], junk[:h.Length]...), 1, 2, 3, 4))
+		}, 0, rdma.ErrNoPath},
+		{"crc in header", rdma.Read, func(w io.Writer, h wire.Header) {
+			var b [wire.HeaderSize]byte
 			(&wire.Header{Version: h.Version, Type: wire.ReadData, ID: h.ID, Segment: h.Segment, Offset: h.Offset, Length: h.Length, CRC: 1}).Put(b[:])
-			w.Write(append(b[:], junk[:h.Length]...))
+			w.Write(append(b[:], junk[:h.Length+4]...))
 		}, 0, rdma.ErrNoPath},
 		{"write-ok for a read", rdma.Read, func(w io.Writer, h wire.Header) { reply(w, h, wire.WriteOK, nil) }, 0, rdma.ErrNoPath},
 		{"read-data for a write", rdma.Write, func(w io.Writer, h wire.Header) { reply(w, h, wire.ReadData, junk[:h.Length]) }, 0, rdma.ErrNoPath},

@@ -8,7 +8,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/rdma"
 	"github.com/yuebing/yuebing/rdma/wire"
 )
@@ -202,7 +201,7 @@ func (s *serverConn) read(h wire.Header) error {
 	}
 	data := seg.Bytes()[h.Offset : h.Offset+uint64(h.Length)]
 	s.nc.SetWriteDeadline(time.Now().Add(s.t.opts.IOTimeout))
-	return wire.WriteFrame(s.nc, wire.Header{Version: s.version, Type: wire.ReadData, ID: h.ID, Segment: h.Segment, Offset: h.Offset}, data)
+	return wire.WriteData(s.nc, wire.Header{Version: s.version, Type: wire.ReadData, ID: h.ID, Segment: h.Segment, Offset: h.Offset}, data)
 }
 
 // write receives a slice straight into registered memory. The bytes land
@@ -225,19 +224,18 @@ func (s *serverConn) write(h wire.Header) error {
 	}
 	dst := seg.Bytes()[h.Offset : h.Offset+uint64(h.Length)]
 	s.nc.SetReadDeadline(time.Now().Add(s.t.opts.IOTimeout))
-	_, err = io.ReadFull(s.br, dst)
-	crc := uint32(0)
-	if err == nil {
-		crc = block.Checksum(dst)
-	}
+	err = wire.RecvData(s.br, h, dst)
 	seg.Release()
+	if errors.Is(err, rdma.ErrChecksum) {
+		// The stream is intact (the trailer was where it should be); only
+		// these bytes are bad.
+		s.nc.SetReadDeadline(time.Time{})
+		return s.reply(h.ID, err)
+	}
 	if err != nil {
-		return fmt.Errorf("%w: truncated write payload: %w", rdma.ErrProtocol, err)
+		return err
 	}
 	s.nc.SetReadDeadline(time.Time{})
-	if crc != h.CRC {
-		return s.reply(h.ID, fmt.Errorf("%w: write payload CRC %08x, header says %08x", rdma.ErrChecksum, crc, h.CRC))
-	}
 	s.nc.SetWriteDeadline(time.Now().Add(s.t.opts.IOTimeout))
 	return wire.WriteFrame(s.nc, wire.Header{Version: s.version, Type: wire.WriteOK, ID: h.ID, Segment: h.Segment, Offset: h.Offset}, nil)
 }
@@ -246,8 +244,8 @@ func (s *serverConn) write(h wire.Header) error {
 // MaxSliceSize) and answers with err.
 func (s *serverConn) refuse(h wire.Header, err error) error {
 	s.nc.SetReadDeadline(time.Now().Add(s.t.opts.IOTimeout))
-	if _, cerr := io.CopyN(io.Discard, s.br, int64(h.Length)); cerr != nil {
-		return fmt.Errorf("%w: truncated write payload: %w", rdma.ErrProtocol, cerr)
+	if cerr := wire.SkipData(s.br, h); cerr != nil {
+		return cerr
 	}
 	s.nc.SetReadDeadline(time.Time{})
 	return s.reply(h.ID, err)

@@ -42,7 +42,6 @@ type transfer struct {
 	r                    *remote
 	sliceSize            uint64
 	preferred, secondary []rdma.Path
-	rr                   int
 	next                 uint64   // first byte not yet issued
 	redo                 []uint64 // starts of slices to issue again
 	res                  chan *slice
@@ -161,13 +160,13 @@ func (x *transfer) issue(ctx context.Context) error {
 }
 
 // pick returns the next path that is up, preferred before secondary, round
-// robin within each.
+// robin within each. The cursor is the transport's, not the transfer's:
+// otherwise every request of one slice would take the first path.
 func (x *transfer) pick() (rdma.Path, bool) {
 	now := time.Now()
 	for _, paths := range [][]rdma.Path{x.preferred, x.secondary} {
 		for range paths {
-			p := paths[x.rr%len(paths)]
-			x.rr++
+			p := paths[x.t.rr.Add(1)%uint64(len(paths))]
 			if x.t.health.up(p, now) {
 				return p, true
 			}

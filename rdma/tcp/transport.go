@@ -35,6 +35,7 @@ type Transport struct {
 	pool   *pool
 	health health
 	nextID atomic.Uint64
+	rr     atomic.Uint64 // round-robin cursor over paths
 	stats  counters
 }
 

@@ -126,7 +126,8 @@ func CodeOf(err error) Code {
 //	4   2  code (Error frames; 0 otherwise)
 //	6   2  flags (0 in version 1)
 //	8   4  length: payload bytes that follow, or for Read the bytes asked for
-//	12  4  CRC-32C of the payload (0 without payload)
+//	12  4  CRC-32C of a control payload (0 without payload, and 0 for data
+//	       frames, whose CRC follows the payload: see TrailerSize)
 //	16  8  request ID, echoed in the answer
 //	24  8  segment ID
 //	32  8  offset in the segment
@@ -223,9 +224,13 @@ func ReadControl(r io.Reader, h Header, limit int) ([]byte, error) {
 	return p, nil
 }
 
-// WriteFrame writes h and payload as one frame, filling in Length and CRC.
-// It uses writev, so payload is not copied.
+// WriteFrame writes a control frame, h and payload, filling in Length and
+// CRC. It uses writev, so payload is not copied. Data frames go through
+// WriteData.
 func WriteFrame(w io.Writer, h Header, payload []byte) error {
+	if h.Type.IsData() {
+		return WriteData(w, h, payload)
+	}
 	if uint64(len(payload)) > 1<<32-1 {
 		panic("BUG: wire: payload over 4 GiB")
 	}

@@ -177,3 +177,42 @@ func TestPeerErrorSanitizes(t *testing.T) {
 		t.Fatalf("unsanitized: %q", s)
 	}
 }
+
+func TestDataFrames(t *testing.T) {
+	for _, n := range []int{1, ChunkSize - 1, ChunkSize, 3*ChunkSize + 5} {
+		payload := bytes.Repeat([]byte{0x5a, 0x17, 0x99}, n/3+1)[:n]
+		var buf bytes.Buffer
+		if err := WriteData(&buf, Header{Version: 1, Type: ReadData, ID: 4}, payload); err != nil {
+			t.Fatal(err)
+		}
+		if buf.Len() != HeaderSize+n+TrailerSize {
+			t.Fatalf("frame of %d bytes for %d of payload", buf.Len(), n)
+		}
+		wire := bytes.Clone(buf.Bytes())
+		h, err := ReadHeader(&buf, make([]byte, HeaderSize))
+		if err != nil || h.Length != uint32(n) || h.CRC != 0 {
+			t.Fatalf("header %+v, %v", h, err)
+		}
+		dst := make([]byte, n)
+		if err := RecvData(&buf, h, dst); err != nil || !bytes.Equal(dst, payload) {
+			t.Fatalf("RecvData: %v", err)
+		}
+		// Flip a payload bit: checksum error, stream still in step.
+		wire[HeaderSize+n/2] ^= 1
+		r := bytes.NewReader(wire[HeaderSize:])
+		if err := RecvData(r, h, dst); !errors.Is(err, rdma.ErrChecksum) || r.Len() != 0 {
+			t.Fatalf("corrupt payload: %v (left %d)", err, r.Len())
+		}
+		if err := RecvData(bytes.NewReader(wire[HeaderSize:len(wire)-1]), h, dst); !errors.Is(err, rdma.ErrProtocol) {
+			t.Fatalf("truncated trailer: %v", err)
+		}
+		r = bytes.NewReader(wire[HeaderSize:])
+		if err := SkipData(r, h); err != nil || r.Len() != 0 {
+			t.Fatalf("SkipData: %v (left %d)", err, r.Len())
+		}
+	}
+	h := Header{Version: 1, Type: Write, Length: 1, CRC: 7}
+	if err := RecvData(bytes.NewReader([]byte{1, 0, 0, 0, 0}), h, make([]byte, 1)); !errors.Is(err, rdma.ErrProtocol) {
+		t.Fatalf("CRC in a data header: %v", err)
+	}
+}
