@@ -1,0 +1,79 @@
+package shm
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/yuebing/yuebing/rdma"
+)
+
+// copyGBps is the baseline measured in the same run: copy() of the same
+// block size over the same amount of memory.
+func copyGBps(size, block int) float64 {
+	src, dst := make([]byte, size), make([]byte, size)
+	copy(dst, src) // fault the pages in
+	start := time.Now()
+	const rounds = 20
+	for range rounds {
+		for off := 0; off < size; off += block {
+			copy(dst[off:off+block], src[off:off+block])
+		}
+	}
+	return float64(rounds*size) / time.Since(start).Seconds() / 1e9
+}
+
+// BenchmarkTransfer moves batches of 16 requests through the shm transport
+// and reports GB/s and the ratio to copy() in the same run (x_copy).
+func BenchmarkTransfer(b *testing.B) {
+	const reqs = 16
+	for _, op := range []rdma.Op{rdma.Read, rdma.Write} {
+		for _, block := range []int{64 << 10, 1 << 20} {
+			b.Run(fmt.Sprintf("%v/block=%dKiB", op, block>>10), func(b *testing.B) {
+				size := reqs * block
+				server := newEngine(b, newTransport(b))
+				sm, err := rdma.NewSharedMemory("bench", size)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { sm.Close() })
+				if _, err := server.RegisterShared("kv", "cpu:0", sm); err != nil {
+					b.Fatal(err)
+				}
+				client := newEngine(b, newTransport(b))
+				local, _ := client.Register("buf", "cpu:0", make([]byte, size))
+				remote, err := client.OpenSegment(b.Context(), server.Addr(), "kv")
+				if err != nil {
+					b.Fatal(err)
+				}
+				batch := make([]rdma.Request, reqs)
+				for i := range batch {
+					off := uint64(i * block)
+					batch[i] = rdma.Request{Op: op, Local: local, LocalOffset: off, Remote: remote, RemoteOffset: off, Length: uint64(block)}
+				}
+				run := func() {
+					bt, err := client.AllocateBatch(reqs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					bt.Submit(b.Context(), batch...)
+					if st, err := bt.Wait(b.Context()); err != nil || st.State != rdma.Completed {
+						b.Fatalf("batch %+v %v", st, err)
+					}
+					bt.Free()
+				}
+				run()
+				base := copyGBps(size, block)
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				start := time.Now()
+				for b.Loop() {
+					run()
+				}
+				gbps := float64(b.N) * float64(size) / time.Since(start).Seconds() / 1e9
+				b.ReportMetric(gbps, "GB/s")
+				b.ReportMetric(gbps/base, "x_copy")
+			})
+		}
+	}
+}
