@@ -12,9 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/rdma"
 	"github.com/yuebing/yuebing/rdma/shm"
 	"github.com/yuebing/yuebing/rdma/tcp"
+	"github.com/yuebing/yuebing/rdma/wire"
 )
 
 // TransferOptions configure RunTransfer, in the spirit of Mooncake's
@@ -36,8 +38,8 @@ type TransferOptions struct {
 	// SliceSize is the tcp slice size. Default 64 KiB (the transport's).
 	SliceSize int
 	// Duration is how long the transfer runs; the baseline runs as long,
-	// half before and half after, so drift on a shared machine hits both.
-	// Default 5s.
+	// the two alternating in rounds of half a second so that load from
+	// other work on a shared machine hits both alike. Default 5s.
 	Duration time.Duration
 	// Progress draws a progress bar on stderr.
 	Progress bool
@@ -108,15 +110,24 @@ func (o *TransferOptions) Validate() error {
 }
 
 // TransferColumns orders the table of RunTransfer's report.
-var TransferColumns = []string{"name", "gbps", "baseline", "baseline_gbps", "ratio", "p50_us", "p99_us", "requests",
+var TransferColumns = []string{"name", "gbps", "baseline", "baseline_gbps", "ratio", "crc_baseline", "crc_baseline_gbps", "crc_ratio", "p50_us", "p99_us", "requests",
 	"transport", "op", "threads", "batch", "block_size", "paths", "slice_size"}
+
+// roundLength is the length of one baseline-then-transfer round. Short
+// rounds, alternating, mean that load from other work on a shared machine
+// falls on both sides of the ratio alike.
+const roundLength = 500 * time.Millisecond
 
 // RunTransfer measures the transfer service on this host: a server engine
 // and a client engine in one process, the client moving Threads x Batch
-// blocks in a loop for Duration. The report has two rows, the same-run
-// baseline (one raw TCP stream over loopback for tcp; copy() on the same
-// number of goroutines for shm) and the transfer, with GB/s, per-request
-// p50/p99 latency and the ratio to the baseline.
+// blocks in a loop. The report has the same-run baseline (one raw TCP stream
+// over loopback for tcp; copy() on the same number of goroutines for shm)
+// and the transfer, with GB/s, per-request p50/p99 latency and the ratio to
+// the baseline. For tcp a second baseline, raw_tcp_crc, is the same raw
+// stream also checksumming every block with CRC-32C on both ends, as the
+// transport does per slice; the transfer row carries crc_baseline_gbps and
+// crc_ratio against it. Baselines and transfer alternate in rounds of
+// roundLength, each getting Duration in total.
 func RunTransfer(ctx context.Context, o TransferOptions) (*Report, error) {
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
@@ -132,22 +143,36 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*Report, error) {
 			prog.Add(int64(d / time.Millisecond))
 		}
 	}
+	s, err := newTransferSession(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
 
-	base1, err := runBaseline(ctx, o, o.Duration/2)
-	if err != nil {
-		return nil, err
+	rounds := max(1, int(o.Duration/roundLength))
+	per := o.Duration / time.Duration(rounds)
+	withCRC := o.Transport == "tcp"
+	var base, crcBase struct{ bytes, secs float64 }
+	for range rounds {
+		n, el, err := runBaseline(ctx, o, false, per)
+		if err != nil {
+			return nil, err
+		}
+		base.bytes, base.secs = base.bytes+n, base.secs+el.Seconds()
+		tick(per)
+		if withCRC {
+			n, el, err := runBaseline(ctx, o, true, per)
+			if err != nil {
+				return nil, err
+			}
+			crcBase.bytes, crcBase.secs = crcBase.bytes+n, crcBase.secs+el.Seconds()
+		}
+		if err := s.run(ctx, per); err != nil {
+			return nil, err
+		}
+		tick(per)
 	}
-	tick(o.Duration / 2)
-	row, err := runEngines(ctx, o, tick)
-	if err != nil {
-		return nil, err
-	}
-	base2, err := runBaseline(ctx, o, o.Duration/2)
-	if err != nil {
-		return nil, err
-	}
-	tick(o.Duration / 2)
-	baseGBps := (base1 + base2) / 2
+	baseGBps := base.bytes / base.secs / 1e9
 
 	baseName := "raw_tcp"
 	if o.Transport == "shm" {
@@ -155,9 +180,17 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*Report, error) {
 	}
 	r := &Report{Columns: TransferColumns}
 	r.Add(Row{"name": baseName, "gbps": baseGBps, "block_size": o.BlockSize, "threads": baselineThreads(o)})
+	row := s.row()
 	row["baseline"] = baseName
 	row["baseline_gbps"] = baseGBps
 	row["ratio"] = row["gbps"].(float64) / baseGBps
+	if withCRC {
+		crcGBps := crcBase.bytes / crcBase.secs / 1e9
+		r.Add(Row{"name": "raw_tcp_crc", "gbps": crcGBps, "block_size": o.BlockSize, "threads": 1})
+		row["crc_baseline"] = "raw_tcp_crc"
+		row["crc_baseline_gbps"] = crcGBps
+		row["crc_ratio"] = row["gbps"].(float64) / crcGBps
+	}
 	r.Add(row)
 	return r, nil
 }
@@ -169,16 +202,29 @@ func baselineThreads(o TransferOptions) int {
 	return 1
 }
 
-func runBaseline(ctx context.Context, o TransferOptions, d time.Duration) (float64, error) {
+// runBaseline runs a baseline for about d and returns the bytes it moved
+// and the time they took.
+func runBaseline(ctx context.Context, o TransferOptions, crc bool, d time.Duration) (float64, time.Duration, error) {
 	if o.Transport == "shm" {
-		return copyGBps(ctx, o, d), nil
+		n, el := copyBytes(ctx, o, d)
+		return n, el, nil
 	}
-	return rawTCPGBps(ctx, o.BlockSize, d)
+	return rawTCPBytes(ctx, o.BlockSize, crc, d)
 }
 
-// copyGBps is the copy() bandwidth of Threads goroutines, each moving its
-// own Batch blocks between two buffers, as the shm transfers do.
-func copyGBps(ctx context.Context, o TransferOptions, d time.Duration) float64 {
+// checksum is block.Checksum over p in wire.ChunkSize pieces, as the
+// transport computes it.
+func checksum(p []byte) uint32 {
+	crc := uint32(0)
+	for off := 0; off < len(p); off += wire.ChunkSize {
+		crc = block.UpdateChecksum(crc, p[off:min(off+wire.ChunkSize, len(p))])
+	}
+	return crc
+}
+
+// copyBytes is copy() on Threads goroutines, each moving its own Batch
+// blocks between two buffers, as the shm transfers do.
+func copyBytes(ctx context.Context, o TransferOptions, d time.Duration) (float64, time.Duration) {
 	n := o.Batch * o.BlockSize
 	var wg sync.WaitGroup
 	moved := make([]int64, o.Threads)
@@ -204,16 +250,23 @@ func copyGBps(ctx context.Context, o TransferOptions, d time.Duration) float64 {
 	for _, m := range moved {
 		total += m
 	}
-	return float64(total) / time.Since(start).Seconds() / 1e9
+	return float64(total), time.Since(start)
 }
 
-// rawTCPGBps is one TCP connection over loopback in this process, one side
+// rawTCPBytes is one TCP connection over loopback in this process, one side
 // writing blockSize buffers and the other reading them with io.ReadFull:
 // the same bytes through the same kernel path, with nothing of ours on it.
-func rawTCPGBps(ctx context.Context, blockSize int, d time.Duration) (float64, error) {
+//
+// With crc set, both ends also compute the CRC-32C of every block, in the
+// transport's chunks: the same integrity work the tcp transport does per
+// slice, so the ratio to it isolates what slicing and paths cost.
+func rawTCPBytes(ctx context.Context, blockSize int, crc bool, d time.Duration) (float64, time.Duration, error) {
+	fail := func(err error) (float64, time.Duration, error) {
+		return 0, 0, fmt.Errorf("bench: raw tcp baseline: %w", err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("bench: raw tcp baseline: %w", err)
+		return fail(err)
 	}
 	defer ln.Close()
 	type result struct {
@@ -237,6 +290,9 @@ func rawTCPGBps(ctx context.Context, blockSize int, d time.Duration) (float64, e
 				done <- result{n: n, el: time.Since(start)}
 				return
 			}
+			if crc {
+				checksum(buf)
+			}
 			if n == 0 {
 				start = time.Now()
 			}
@@ -245,23 +301,26 @@ func rawTCPGBps(ctx context.Context, blockSize int, d time.Duration) (float64, e
 	}()
 	nc, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
-		return 0, fmt.Errorf("bench: raw tcp baseline: %w", err)
+		return fail(err)
 	}
 	buf := make([]byte, blockSize)
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if crc {
+			checksum(buf)
+		}
 		if _, err := nc.Write(buf); err != nil {
 			nc.Close()
-			return 0, fmt.Errorf("bench: raw tcp baseline: %w", err)
+			return fail(err)
 		}
 	}
 	nc.Close()
 	res := <-done
 	if res.err != nil {
-		return 0, fmt.Errorf("bench: raw tcp baseline: %w", res.err)
+		return fail(res.err)
 	}
 	// The first block only starts the clock.
-	return float64(res.n-int64(blockSize)) / res.el.Seconds() / 1e9, nil
+	return float64(max(res.n-int64(blockSize), 0)), res.el, nil
 }
 
 const benchToken = "yuebing-bench-transfer"
@@ -293,130 +352,143 @@ func newTransports(o TransferOptions, dir string) (server, client rdma.Transport
 	return s, c, err
 }
 
-func runEngines(ctx context.Context, o TransferOptions, tick func(time.Duration)) (Row, error) {
-	dir, err := tempDir()
-	if err != nil {
+// transferSession is a server and a client engine set up once and run in
+// rounds.
+type transferSession struct {
+	o              TransferOptions
+	server, client *rdma.Engine
+	sm             *rdma.SharedMemory
+	dir            string
+	lseg           *rdma.Segment
+	remote         *rdma.RemoteSegment
+	op             rdma.Op
+	lats           [][]time.Duration
+	elapsed        time.Duration
+}
+
+func newTransferSession(ctx context.Context, o TransferOptions) (_ *transferSession, err error) {
+	s := &transferSession{o: o, lats: make([][]time.Duration, o.Threads), op: rdma.Read}
+	if o.Op == "write" {
+		s.op = rdma.Write
+	}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if s.dir, err = tempDir(); err != nil {
 		return nil, err
 	}
-	defer removeAll(dir)
-	str, ctr, err := newTransports(o, dir)
+	str, ctr, err := newTransports(o, s.dir)
 	if err != nil {
 		return nil, err
 	}
 	eopts := rdma.Options{ClusterToken: benchToken, Workers: max(64, o.Threads*o.Batch), MaxBatchSize: o.Batch}
-	server, err := rdma.New(eopts, str)
-	if err != nil {
+	if s.server, err = rdma.New(eopts, str); err != nil {
 		return nil, err
 	}
-	defer server.Close()
-	client, err := rdma.New(eopts, ctr)
-	if err != nil {
+	if s.client, err = rdma.New(eopts, ctr); err != nil {
 		return nil, err
 	}
-	defer client.Close()
-
 	size := o.Threads * o.Batch * o.BlockSize
-	sm, err := rdma.NewSharedMemory("bench", size)
-	if err != nil {
+	if s.sm, err = rdma.NewSharedMemory("bench", size); err != nil {
 		return nil, err
 	}
-	defer sm.Close()
 	for i := 0; i < size; i += 4096 {
-		sm.Bytes()[i] = byte(i >> 12)
+		s.sm.Bytes()[i] = byte(i >> 12)
 	}
-	if _, err := server.RegisterShared("kv", "cpu:0", sm); err != nil {
+	if _, err := s.server.RegisterShared("kv", "cpu:0", s.sm); err != nil {
 		return nil, err
 	}
 	local := make([]byte, size)
 	for i := 0; i < size; i += 4096 {
 		local[i] = 1 // fault the pages in before the clock starts
 	}
-	lseg, err := client.Register("buf", "cpu:0", local)
-	if err != nil {
+	if s.lseg, err = s.client.Register("buf", "cpu:0", local); err != nil {
 		return nil, err
 	}
-	remote, err := client.OpenSegment(ctx, server.Addr(), "kv")
-	if err != nil {
+	if s.remote, err = s.client.OpenSegment(ctx, s.server.Addr(), "kv"); err != nil {
 		return nil, err
-	}
-	op := rdma.Read
-	if o.Op == "write" {
-		op = rdma.Write
-	}
-
-	runBatch := func(th int, lat []time.Duration) ([]time.Duration, error) {
-		b, err := client.AllocateBatch(o.Batch)
-		if err != nil {
-			return lat, err
-		}
-		reqs := make([]rdma.Request, o.Batch)
-		for j := range reqs {
-			off := uint64((th*o.Batch + j) * o.BlockSize)
-			reqs[j] = rdma.Request{Op: op, Local: lseg, LocalOffset: off, Remote: remote, RemoteOffset: off, Length: uint64(o.BlockSize)}
-		}
-		if _, err := b.Submit(ctx, reqs...); err != nil {
-			return lat, err
-		}
-		st, err := b.Wait(ctx)
-		if err == nil && st.State != rdma.Completed {
-			err = fmt.Errorf("bench: batch %s: %w", st.State, st.Err)
-		}
-		if err != nil {
-			return lat, err
-		}
-		for j := range o.Batch {
-			s, _ := b.Status(j)
-			lat = append(lat, s.Elapsed)
-		}
-		return lat, b.Free()
 	}
 	// Warm up: dial every path and touch every page once.
 	for th := range o.Threads {
-		if _, err := runBatch(th, nil); err != nil {
+		if err := s.batch(ctx, th, false); err != nil {
 			return nil, err
 		}
 	}
+	return s, nil
+}
 
-	lats := make([][]time.Duration, o.Threads)
-	errs := make([]error, o.Threads)
+func (s *transferSession) close() {
+	if s.client != nil {
+		s.client.Close()
+	}
+	if s.server != nil {
+		s.server.Close()
+	}
+	if s.sm != nil {
+		s.sm.Close()
+	}
+	if s.dir != "" {
+		removeAll(s.dir)
+	}
+}
+
+// batch runs one batch of thread th, recording its latencies if asked.
+func (s *transferSession) batch(ctx context.Context, th int, record bool) error {
+	o := s.o
+	b, err := s.client.AllocateBatch(o.Batch)
+	if err != nil {
+		return err
+	}
+	reqs := make([]rdma.Request, o.Batch)
+	for j := range reqs {
+		off := uint64((th*o.Batch + j) * o.BlockSize)
+		reqs[j] = rdma.Request{Op: s.op, Local: s.lseg, LocalOffset: off, Remote: s.remote, RemoteOffset: off, Length: uint64(o.BlockSize)}
+	}
+	if _, err := b.Submit(ctx, reqs...); err != nil {
+		return err
+	}
+	st, err := b.Wait(ctx)
+	if err == nil && st.State != rdma.Completed {
+		err = fmt.Errorf("bench: batch %s: %w", st.State, st.Err)
+	}
+	if err != nil {
+		return err
+	}
+	if record {
+		for j := range o.Batch {
+			r, _ := b.Status(j)
+			s.lats[th] = append(s.lats[th], r.Elapsed)
+		}
+	}
+	return b.Free()
+}
+
+// run keeps every thread submitting batches for about d.
+func (s *transferSession) run(ctx context.Context, d time.Duration) error {
+	errs := make([]error, s.o.Threads)
 	var wg sync.WaitGroup
 	start := time.Now()
-	deadline := start.Add(o.Duration)
-	stopTick := make(chan struct{})
-	var tickWG sync.WaitGroup
-	tickWG.Go(func() {
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				tick(100 * time.Millisecond)
-			case <-stopTick:
-				return
-			}
-		}
-	})
-	for th := range o.Threads {
+	deadline := start.Add(d)
+	for th := range s.o.Threads {
 		wg.Go(func() {
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				lats[th], errs[th] = runBatch(th, lats[th])
-				if errs[th] != nil {
-					return
-				}
+			for time.Now().Before(deadline) && ctx.Err() == nil && errs[th] == nil {
+				errs[th] = s.batch(ctx, th, true)
 			}
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	close(stopTick)
-	tickWG.Wait()
+	s.elapsed += time.Since(start)
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	all := slices.Concat(lats...)
+	return ctx.Err()
+}
+
+func (s *transferSession) row() Row {
+	o := s.o
+	all := slices.Concat(s.lats...)
 	slices.Sort(all)
 	bytes := float64(len(all)) * float64(o.BlockSize)
 	row := Row{
@@ -426,7 +498,7 @@ func runEngines(ctx context.Context, o TransferOptions, tick func(time.Duration)
 		"threads":    o.Threads,
 		"batch":      o.Batch,
 		"block_size": o.BlockSize,
-		"gbps":       bytes / elapsed.Seconds() / 1e9,
+		"gbps":       bytes / s.elapsed.Seconds() / 1e9,
 		"p50_us":     percentile(all, 0.50),
 		"p99_us":     percentile(all, 0.99),
 		"requests":   len(all),
@@ -435,7 +507,7 @@ func runEngines(ctx context.Context, o TransferOptions, tick func(time.Duration)
 		row["paths"] = o.Paths
 		row["slice_size"] = o.SliceSize
 	}
-	return row, nil
+	return row
 }
 
 // percentile returns the q-quantile of sorted latencies in microseconds.

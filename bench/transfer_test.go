@@ -33,10 +33,14 @@ func TestRunTransferShape(t *testing.T) {
 			if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
 				t.Fatal(err)
 			}
-			if len(got.Results) != 2 {
+			want := 2
+			if tc.Transport == "tcp" {
+				want = 3 // raw_tcp, raw_tcp_crc, the transfer
+			}
+			if len(got.Results) != want {
 				t.Fatalf("%d rows: %s", len(got.Results), buf.String())
 			}
-			base, row := got.Results[0], got.Results[1]
+			base, row := got.Results[0], got.Results[want-1]
 			if row["name"] != tc.Transport+"_"+tc.Op || row["baseline"] != base["name"] {
 				t.Fatalf("rows %v", got.Results)
 			}
@@ -47,6 +51,13 @@ func TestRunTransferShape(t *testing.T) {
 			}
 			if ratio := row["gbps"].(float64) / row["baseline_gbps"].(float64); ratio != row["ratio"].(float64) {
 				t.Errorf("ratio %v != gbps/baseline_gbps %v", row["ratio"], ratio)
+			}
+			if tc.Transport == "tcp" {
+				crc := got.Results[1]
+				if crc["name"] != "raw_tcp_crc" || row["crc_baseline"] != "raw_tcp_crc" || row["crc_ratio"].(float64) <= 0 ||
+					row["crc_baseline_gbps"] != crc["gbps"] {
+					t.Errorf("crc baseline rows %v", got.Results)
+				}
 			}
 		})
 	}

@@ -32,7 +32,8 @@ func (t *Transport) Transfer(ctx context.Context, task *rdma.Task) error {
 		res:       make(chan *slice, t.opts.Window),
 		out:       map[*slice]struct{}{},
 	}
-	x.preferred, x.secondary = rdma.Routes(t.opts.Topology.For(task.LocalLocation), rdma.NICs{Preferred: r.desc.Preferred, Secondary: r.desc.Secondary})
+	rt := t.routesTo(r, task.LocalLocation)
+	x.preferred, x.secondary = rt.preferred, rt.secondary
 	return x.run(ctx)
 }
 

@@ -147,6 +147,23 @@ type remote struct {
 	peer string
 	desc wire.Descriptor
 	id   uint64
+	// routes caches the paths to the segment per local location (a
+	// *routes per string key); topology and descriptor never change.
+	routes sync.Map
+}
+
+type routes struct {
+	preferred, secondary []rdma.Path
+}
+
+func (t *Transport) routesTo(r *remote, location string) *routes {
+	if v, ok := r.routes.Load(location); ok {
+		return v.(*routes)
+	}
+	rt := &routes{}
+	rt.preferred, rt.secondary = rdma.Routes(t.opts.Topology.For(location), rdma.NICs{Preferred: r.desc.Preferred, Secondary: r.desc.Secondary})
+	v, _ := r.routes.LoadOrStore(location, rt)
+	return v.(*routes)
 }
 
 func (r *remote) Desc() rdma.SegmentDesc {
