@@ -126,7 +126,7 @@ func (t *Transport) accept() {
 				t.srv.Unlock()
 				<-t.connSem
 			}()
-			if err := t.serve(nc); err != nil && !errors.Is(err, io.EOF) && t.ctx.Err() == nil {
+			if err := t.serve(nc); !errors.Is(err, io.EOF) && t.ctx.Err() == nil {
 				t.env.Logger.Info("shm peer disconnected", "err", err)
 			}
 		})
@@ -135,7 +135,8 @@ func (t *Transport) accept() {
 }
 
 // serve answers Open requests on one connection, each with the segment's
-// descriptor and its memfd attached (SCM_RIGHTS).
+// descriptor and its memfd attached (SCM_RIGHTS). It returns why the
+// connection ended, never nil.
 func (t *Transport) serve(nc *net.UnixConn) error {
 	nc.SetDeadline(time.Now().Add(t.opts.Timeout))
 	version, err := wire.ServerHello(nc, nc, t.token)
