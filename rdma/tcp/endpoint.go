@@ -180,12 +180,14 @@ func (e *endpoint) fail(err error, broken bool) {
 	pending := e.mu.pending
 	e.mu.pending = nil
 	e.mu.Unlock()
-	close(e.done)
-	e.nc.Close()
+	// Out of the pool and the path marked first, so that nobody who sees
+	// done closed can be handed this endpoint or path again.
 	e.t.pool.forget(e)
 	if broken {
 		e.t.markDown(e.path, err)
 	}
+	close(e.done)
+	e.nc.Close()
 	for _, s := range pending {
 		s.rerr = err
 		s.release()

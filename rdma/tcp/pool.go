@@ -92,6 +92,10 @@ func (p *pool) dial(path rdma.Path, call *dialCall) {
 		p.t.stats.evictions.Add(1)
 		evicted.retire()
 	}
+	if err != nil && p.t.ctx.Err() == nil {
+		// Once per dial, however many callers wait on it.
+		p.t.markDown(path, err)
+	}
 	call.ep, call.err = ep, err
 	close(call.done)
 }

@@ -132,8 +132,7 @@ func (x *transfer) issue(ctx context.Context) error {
 			if errors.Is(err, rdma.ErrClosed) {
 				return err
 			}
-			x.t.markDown(path, err)
-			continue
+			continue // the pool marked the path down
 		}
 		s := &slice{
 			id:    x.t.nextID.Add(1),
