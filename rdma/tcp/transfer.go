@@ -66,7 +66,7 @@ func (x *transfer) run(ctx context.Context) error {
 		select {
 		case s := <-x.res:
 			delete(x.out, s)
-			resetTimer(stall, x.t.opts.IOTimeout)
+			stall.Reset(x.t.opts.IOTimeout)
 			err := s.err()
 			switch {
 			case err == nil:
@@ -200,8 +200,4 @@ func retryable(err error) bool {
 		return false
 	}
 	return true
-}
-
-func resetTimer(t *time.Timer, d time.Duration) {
-	t.Reset(d)
 }
