@@ -149,19 +149,20 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*Report, error) {
 	}
 	defer s.close()
 
+	mem := newBaselineMem(o)
 	rounds := max(1, int(o.Duration/roundLength))
 	per := o.Duration / time.Duration(rounds)
 	withCRC := o.Transport == "tcp"
 	var base, crcBase struct{ bytes, secs float64 }
 	for range rounds {
-		n, el, err := runBaseline(ctx, o, false, per)
+		n, el, err := runBaseline(ctx, o, mem, false, per)
 		if err != nil {
 			return nil, err
 		}
 		base.bytes, base.secs = base.bytes+n, base.secs+el.Seconds()
 		tick(per)
 		if withCRC {
-			n, el, err := runBaseline(ctx, o, true, per)
+			n, el, err := runBaseline(ctx, o, mem, true, per)
 			if err != nil {
 				return nil, err
 			}
@@ -202,14 +203,30 @@ func baselineThreads(o TransferOptions) int {
 	return 1
 }
 
+// baselineMem is the memory the baselines move, allocated and faulted in
+// once: as much as the transfer moves (Threads x Batch x BlockSize on each
+// side), so that baseline and transfer see the same caches.
+type baselineMem struct {
+	src, dst []byte
+}
+
+func newBaselineMem(o TransferOptions) *baselineMem {
+	n := o.Threads * o.Batch * o.BlockSize
+	m := &baselineMem{src: make([]byte, n), dst: make([]byte, n)}
+	for i := 0; i < n; i += 4096 {
+		m.src[i], m.dst[i] = byte(i>>12), 1
+	}
+	return m
+}
+
 // runBaseline runs a baseline for about d and returns the bytes it moved
 // and the time they took.
-func runBaseline(ctx context.Context, o TransferOptions, crc bool, d time.Duration) (float64, time.Duration, error) {
+func runBaseline(ctx context.Context, o TransferOptions, m *baselineMem, crc bool, d time.Duration) (float64, time.Duration, error) {
 	if o.Transport == "shm" {
-		n, el := copyBytes(ctx, o, d)
+		n, el := copyBytes(ctx, o, m, d)
 		return n, el, nil
 	}
-	return rawTCPBytes(ctx, o.BlockSize, crc, d)
+	return rawTCPBytes(ctx, o.BlockSize, m, crc, d)
 }
 
 // checksum is block.Checksum over p in wire.ChunkSize pieces, as the
@@ -224,24 +241,20 @@ func checksum(p []byte) uint32 {
 
 // copyBytes is copy() on Threads goroutines, each moving its own Batch
 // blocks between two buffers, as the shm transfers do.
-func copyBytes(ctx context.Context, o TransferOptions, d time.Duration) (float64, time.Duration) {
-	n := o.Batch * o.BlockSize
+func copyBytes(ctx context.Context, o TransferOptions, m *baselineMem, d time.Duration) (float64, time.Duration) {
+	per := o.Batch * o.BlockSize
 	var wg sync.WaitGroup
 	moved := make([]int64, o.Threads)
 	start := time.Now()
 	deadline := start.Add(d)
 	for i := range o.Threads {
 		wg.Go(func() {
-			src, dst := make([]byte, n), make([]byte, n)
-			for off := 0; off < n; off += 4096 {
-				src[off] = byte(off) // touch the pages before timing counts
-			}
-			copy(dst, src)
+			src, dst := m.src[i*per:(i+1)*per], m.dst[i*per:(i+1)*per]
 			for time.Now().Before(deadline) && ctx.Err() == nil {
-				for off := 0; off < n; off += o.BlockSize {
+				for off := 0; off < per; off += o.BlockSize {
 					copy(dst[off:off+o.BlockSize], src[off:off+o.BlockSize])
 				}
-				moved[i] += int64(n)
+				moved[i] += int64(per)
 			}
 		})
 	}
@@ -254,13 +267,14 @@ func copyBytes(ctx context.Context, o TransferOptions, d time.Duration) (float64
 }
 
 // rawTCPBytes is one TCP connection over loopback in this process, one side
-// writing blockSize buffers and the other reading them with io.ReadFull:
-// the same bytes through the same kernel path, with nothing of ours on it.
+// writing blockSize pieces of m.src in turn and the other reading them into
+// m.dst with io.ReadFull: the same bytes from the same amount of memory
+// through the same kernel path, with nothing of ours on it.
 //
 // With crc set, both ends also compute the CRC-32C of every block, in the
 // transport's chunks: the same integrity work the tcp transport does per
 // slice, so the ratio to it isolates what slicing and paths cost.
-func rawTCPBytes(ctx context.Context, blockSize int, crc bool, d time.Duration) (float64, time.Duration, error) {
+func rawTCPBytes(ctx context.Context, blockSize int, m *baselineMem, crc bool, d time.Duration) (float64, time.Duration, error) {
 	fail := func(err error) (float64, time.Duration, error) {
 		return 0, 0, fmt.Errorf("bench: raw tcp baseline: %w", err)
 	}
@@ -282,10 +296,10 @@ func rawTCPBytes(ctx context.Context, blockSize int, crc bool, d time.Duration) 
 			return
 		}
 		defer nc.Close()
-		buf := make([]byte, blockSize)
 		var n int64
 		var start time.Time
-		for {
+		for off := 0; ; off = (off + blockSize) % len(m.dst) {
+			buf := m.dst[off : off+blockSize]
 			if _, err := io.ReadFull(nc, buf); err != nil {
 				done <- result{n: n, el: time.Since(start)}
 				return
@@ -303,9 +317,9 @@ func rawTCPBytes(ctx context.Context, blockSize int, crc bool, d time.Duration) 
 	if err != nil {
 		return fail(err)
 	}
-	buf := make([]byte, blockSize)
 	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	for off := 0; time.Now().Before(deadline) && ctx.Err() == nil; off = (off + blockSize) % len(m.src) {
+		buf := m.src[off : off+blockSize]
 		if crc {
 			checksum(buf)
 		}
