@@ -119,10 +119,11 @@ func rogueServer(t *testing.T, size uint64, fds []int) (string, <-chan struct{})
 			return
 		}
 		defer nc.Close()
-		v, err := wire.ServerHello(nc, nc, []byte(rdmatest.Token))
+		c, err := wire.ServerHello(nc, nc, []byte(rdmatest.Token), 0)
 		if err != nil {
 			return
 		}
+		v := c.Version
 		h, err := wire.ReadHeader(nc, make([]byte, wire.HeaderSize))
 		if err != nil {
 			return

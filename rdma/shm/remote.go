@@ -47,18 +47,19 @@ func (t *Transport) Open(ctx context.Context, peer, name string) (rdma.Remote, e
 	ctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
 	defer cancel()
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", peer)
+	dc, err := d.DialContext(ctx, "unix", peer)
 	if err != nil {
 		return nil, fmt.Errorf("shm: dial %s: %w", peer, err)
 	}
-	nc := c.(*net.UnixConn)
+	nc := dc.(*net.UnixConn)
 	defer nc.Close()
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
 	defer stop()
-	version, err := wire.ClientHello(nc, nc, t.token)
+	c, err := wire.ClientHello(nc, nc, t.token, 0)
 	if err != nil {
 		return nil, ctxErr(ctx, fmt.Errorf("shm: %w", err))
 	}
+	version := c.Version
 	if err := wire.WriteFrame(nc, wire.Header{Version: version, Type: wire.Open, ID: 1}, []byte(name)); err != nil {
 		return nil, ctxErr(ctx, err)
 	}

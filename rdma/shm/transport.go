@@ -139,10 +139,11 @@ func (t *Transport) accept() {
 // connection ended, never nil.
 func (t *Transport) serve(nc *net.UnixConn) error {
 	nc.SetDeadline(time.Now().Add(t.opts.Timeout))
-	version, err := wire.ServerHello(nc, nc, t.token)
+	c, err := wire.ServerHello(nc, nc, t.token, 0)
 	if err != nil {
 		return fmt.Errorf("shm: %w", err)
 	}
+	version := c.Version
 	hdr := make([]byte, wire.HeaderSize)
 	for {
 		// A peer gets Timeout for each open; an idle connection is closed.

@@ -42,6 +42,9 @@ type slice struct {
 	off    uint64 // in the remote segment
 	buf    []byte
 	start  uint64 // offset in the request, for resubmission
+	// fences are the server's ids of connections an earlier attempt of
+	// this Write went out on; they are fenced before it is sent again.
+	fences []uint64
 	ep     *endpoint
 	res    chan<- *slice
 	wstate atomic.Int32
@@ -73,6 +76,7 @@ type endpoint struct {
 	nc      net.Conn
 	br      *bufio.Reader
 	version uint8
+	connID  uint64 // the server's name for this connection
 	sendq   chan *slice
 	slots   chan struct{}
 	done    chan struct{}
@@ -233,36 +237,90 @@ func (e *endpoint) cancel(s *slice, err error) {
 
 func (e *endpoint) writeLoop() {
 	var hdr [wire.HeaderSize]byte
+	// Read requests are only headers: those queued together go out in one
+	// write, so small slices do not cost a system call each on both ends.
+	reads := make([]*slice, 0, e.t.opts.Depth)
+	buf := make([]byte, 0, e.t.opts.Depth*wire.HeaderSize)
+	var next *slice
 	for {
-		var s *slice
-		select {
-		case s = <-e.sendq:
-		case <-e.done:
-			return
+		s := next
+		next = nil
+		if s == nil {
+			select {
+			case s = <-e.sendq:
+			case <-e.done:
+				return
+			}
 		}
 		if !s.wstate.CompareAndSwap(wQueued, wSending) {
 			continue // cancelled; the canceller released the writer's part
 		}
-		err := e.send(s, hdr[:])
-		s.wstate.Store(wDone)
-		if err != nil {
-			s.werr = err
-			e.fail(fmt.Errorf("tcp: send to %s: %w", e.path.Remote, err), true)
+		if s.op == rdma.Write {
+			e.finishSend(s, e.send(s, hdr[:]))
+			continue
 		}
-		s.release()
+		reads = append(reads[:0], s)
+	more:
+		for len(reads) < cap(reads) {
+			select {
+			case q := <-e.sendq:
+				if q.op != rdma.Read {
+					next = q
+					break more
+				}
+				if q.wstate.CompareAndSwap(wQueued, wSending) {
+					reads = append(reads, q)
+				}
+			default:
+				break more
+			}
+		}
+		buf = buf[:0]
+		for _, q := range reads {
+			buf = e.appendRequest(buf, q)
+		}
+		e.nc.SetWriteDeadline(time.Now().Add(e.t.opts.IOTimeout))
+		_, err := e.nc.Write(buf)
+		for _, q := range reads {
+			e.finishSend(q, err)
+		}
 	}
 }
 
-func (e *endpoint) send(s *slice, hdr []byte) error {
-	h := wire.Header{Version: e.version, ID: s.id, Segment: s.seg, Offset: s.off, Length: uint32(len(s.buf))}
-	e.nc.SetWriteDeadline(time.Now().Add(e.t.opts.IOTimeout))
-	if s.op == rdma.Read {
-		h.Type = wire.Read
-		h.Put(hdr)
-		_, err := e.nc.Write(hdr)
-		return err
+// finishSend ends the writer's part of s.
+func (e *endpoint) finishSend(s *slice, err error) {
+	s.wstate.Store(wDone)
+	if err != nil {
+		s.werr = err
+		e.fail(fmt.Errorf("tcp: send to %s: %w", e.path.Remote, err), true)
 	}
-	h.Type = wire.Write
+	s.release()
+}
+
+func (e *endpoint) appendRequest(buf []byte, s *slice) []byte {
+	h := wire.Header{Version: e.version, Type: wire.Read, ID: s.id, Segment: s.seg, Offset: s.off, Length: uint32(len(s.buf))}
+	n := len(buf)
+	buf = buf[:n+wire.HeaderSize]
+	h.Put(buf[n:])
+	return buf
+}
+
+// send writes a Write slice: fences for its earlier attempts, then header,
+// payload, trailer.
+func (e *endpoint) send(s *slice, hdr []byte) error {
+	e.nc.SetWriteDeadline(time.Now().Add(e.t.opts.IOTimeout))
+	if len(s.fences) > 0 {
+		buf := make([]byte, 0, len(s.fences)*wire.HeaderSize)
+		for _, id := range s.fences {
+			f := wire.Header{Version: e.version, Type: wire.Fence, ID: s.id, Segment: id}
+			buf = buf[:len(buf)+wire.HeaderSize]
+			f.Put(buf[len(buf)-wire.HeaderSize:])
+		}
+		if _, err := e.nc.Write(buf); err != nil {
+			return err
+		}
+	}
+	h := wire.Header{Version: e.version, Type: wire.Write, ID: s.id, Segment: s.seg, Offset: s.off, Length: uint32(len(s.buf))}
 	return wire.WriteData(e.nc, h, s.buf)
 }
 

@@ -28,6 +28,7 @@ type rawClient struct {
 	nc net.Conn
 	br *bufio.Reader
 	v  uint8
+	id uint64
 }
 
 func dialRaw(t *testing.T, addr string, token string) *rawClient {
@@ -40,9 +41,11 @@ func dialRaw(t *testing.T, addr string, token string) *rawClient {
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
 	c := &rawClient{t: t, nc: nc, br: bufio.NewReader(nc)}
 	if token != "" {
-		if c.v, err = wire.ClientHello(nc, c.br, []byte(token)); err != nil {
+		conn, err := wire.ClientHello(nc, c.br, []byte(token), 42)
+		if err != nil {
 			t.Fatalf("hello: %v", err)
 		}
+		c.v, c.id = conn.Version, conn.ID
 	}
 	return c
 }
@@ -360,10 +363,11 @@ func startRogue(t *testing.T, answer func(w io.Writer, h wire.Header)) *rogue {
 
 func (r *rogue) serve(nc net.Conn) {
 	br := bufio.NewReader(nc)
-	v, err := wire.ServerHello(nc, br, []byte(rdmatest.Token))
+	c, err := wire.ServerHello(nc, br, []byte(rdmatest.Token), 0)
 	if err != nil {
 		return
 	}
+	v := c.Version
 	hdr := make([]byte, wire.HeaderSize)
 	for {
 		h, err := wire.ReadHeader(br, hdr)
@@ -468,4 +472,40 @@ func allByte(b []byte, c byte) bool {
 		}
 	}
 	return true
+}
+
+// TestFence: connection A of a session stalls mid-Write; B of the same
+// session fences A and writes the same range. A is closed, its partial bytes
+// landed before B's, and B's bytes are what memory holds. A fence from
+// another session has no effect.
+func TestFence(t *testing.T) {
+	s := newServed(t)
+	id := s.seg.ID()
+	a := dialRaw(t, s.e.Addr(), rdmatest.Token)
+	var hb [wire.HeaderSize]byte
+	(&wire.Header{Version: a.v, Type: wire.Write, ID: 1, Segment: id, Length: 65536}).Put(hb[:])
+	a.nc.Write(append(hb[:], bytes.Repeat([]byte{0xAA}, 1000)...)) // and then nothing
+
+	// Another session cannot fence A.
+	other := dialRaw(t, s.e.Addr(), "")
+	conn, err := wire.ClientHello(other.nc, other.br, []byte(rdmatest.Token), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.v = conn.Version
+	(&wire.Header{Version: other.v, Type: wire.Fence, Segment: a.id}).Put(hb[:])
+	other.nc.Write(hb[:])
+	other.send(wire.Header{Type: wire.Write, ID: 2, Segment: id, Offset: 1 << 20, Length: 4}, []byte("ok!!"))
+	other.expect(wire.WriteOK, 0)
+
+	b := dialRaw(t, s.e.Addr(), rdmatest.Token) // session 42, like A
+	(&wire.Header{Version: b.v, Type: wire.Fence, Segment: a.id}).Put(hb[:])
+	b.nc.Write(hb[:])
+	want := bytes.Repeat([]byte{0xBB}, 65536)
+	b.send(wire.Header{Type: wire.Write, ID: 3, Segment: id, Length: 65536}, want)
+	b.expect(wire.WriteOK, 0)
+	a.expectClosed()
+	if got := synced(t, s.e, s.seg)[:65536]; !bytes.Equal(got, want) {
+		t.Fatalf("memory holds %x..., want B's bytes", got[:8])
+	}
 }

@@ -141,11 +141,13 @@ func (t *Transport) connect(path rdma.Path) (*endpoint, error) {
 	t.stats.dials.Add(1)
 	nc.SetDeadline(time.Now().Add(t.opts.DialTimeout))
 	br := bufio.NewReaderSize(nc, 4<<10)
-	version, err := t.handshake(nc, br)
+	c, err := t.handshake(nc, br)
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
-	return newEndpoint(t, path, nc, br, version), nil
+	ep := newEndpoint(t, path, nc, br, c.Version)
+	ep.connID = c.ID
+	return ep, nil
 }

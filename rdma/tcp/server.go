@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/yuebing/yuebing/rdma"
 	"github.com/yuebing/yuebing/rdma/wire"
 )
+
+// errFenced ends a connection that a Fence from its own client retired.
+var errFenced = errors.New("tcp: connection fenced by its client")
 
 func (t *Transport) accept(ln net.Listener) {
 	for {
@@ -81,7 +85,13 @@ type serverConn struct {
 	nc      net.Conn
 	br      *bufio.Reader
 	version uint8
+	id      uint64
+	session uint64
 	hdr     [wire.HeaderSize]byte
+	// wmu is held while a Write's bytes go into memory; a Fence takes it to
+	// wait for that, and sets fenced so no further Write lands.
+	wmu    sync.Mutex
+	fenced bool
 }
 
 func (s *serverConn) run() error {
@@ -91,6 +101,16 @@ func (s *serverConn) run() error {
 		return err
 	}
 	s.nc.SetDeadline(time.Time{})
+	t.srv.Lock()
+	if t.srv.byID != nil {
+		t.srv.byID[s.id] = s
+	}
+	t.srv.Unlock()
+	defer func() {
+		t.srv.Lock()
+		delete(t.srv.byID, s.id)
+		t.srv.Unlock()
+	}()
 	for {
 		h, err := wire.ReadHeader(s.br, s.hdr[:])
 		if err != nil {
@@ -106,6 +126,8 @@ func (s *serverConn) run() error {
 			err = s.read(h)
 		case wire.Write:
 			err = s.write(h)
+		case wire.Fence:
+			err = s.fence(h)
 		default:
 			err = fmt.Errorf("%w: unexpected %s frame", rdma.ErrProtocol, h.Type)
 		}
@@ -130,11 +152,31 @@ func (s *serverConn) fatal(err error) error {
 }
 
 func (s *serverConn) handshake() error {
-	v, err := wire.ServerHello(s.nc, s.br, s.t.token)
+	c, err := wire.ServerHello(s.nc, s.br, s.t.token, s.t.connIDs.Add(1))
 	if err != nil {
 		return fmt.Errorf("tcp: %s: %w", s.nc.RemoteAddr(), err)
 	}
-	s.version = v
+	s.version, s.id, s.session = c.Version, c.ID, c.Session
+	return nil
+}
+
+// fence ends the connection h names, if it belongs to this one's session,
+// and returns once it is not writing into memory and never will again.
+// Frames of this connection after the Fence are only read after that.
+func (s *serverConn) fence(h wire.Header) error {
+	if h.Length != 0 || h.CRC != 0 {
+		return fmt.Errorf("%w: fence with a payload", rdma.ErrProtocol)
+	}
+	s.t.srv.Lock()
+	old := s.t.srv.byID[h.Segment]
+	s.t.srv.Unlock()
+	if old == nil || old == s || old.session != s.session {
+		return nil // gone already, or not ours to fence
+	}
+	old.nc.Close() // a Write stalled mid-payload fails now rather than at its deadline
+	old.wmu.Lock()
+	old.fenced = true
+	old.wmu.Unlock()
 	return nil
 }
 
@@ -223,8 +265,15 @@ func (s *serverConn) write(h wire.Header) error {
 		return s.refuse(h, err)
 	}
 	dst := seg.Bytes()[h.Offset : h.Offset+uint64(h.Length)]
+	s.wmu.Lock()
+	if s.fenced {
+		s.wmu.Unlock()
+		seg.Release()
+		return errFenced
+	}
 	s.nc.SetReadDeadline(time.Now().Add(s.t.opts.IOTimeout))
 	err = wire.RecvData(s.br, h, dst)
+	s.wmu.Unlock()
 	seg.Release()
 	if errors.Is(err, rdma.ErrChecksum) {
 		// The stream is intact (the trailer was where it should be); only

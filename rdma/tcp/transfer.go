@@ -37,14 +37,21 @@ func (t *Transport) Transfer(ctx context.Context, task *rdma.Task) error {
 	return x.run(ctx)
 }
 
+// retry is a slice to issue again, with the connections its earlier
+// attempts went out on (for a Write, to fence them).
+type retry struct {
+	start  uint64
+	fences []uint64
+}
+
 type transfer struct {
 	t                    *Transport
 	task                 *rdma.Task
 	r                    *remote
 	sliceSize            uint64
 	preferred, secondary []rdma.Path
-	next                 uint64   // first byte not yet issued
-	redo                 []uint64 // starts of slices to issue again
+	next                 uint64  // first byte not yet issued
+	redo                 []retry // slices to issue again
 	res                  chan *slice
 	out                  map[*slice]struct{}
 }
@@ -78,7 +85,11 @@ func (x *transfer) run(ctx context.Context) error {
 			case failed != nil:
 			case retryable(err):
 				x.t.stats.retries.Add(1)
-				x.redo = append(x.redo, s.start)
+				r := retry{start: s.start}
+				if s.op == rdma.Write && s.ep.connID != 0 {
+					r.fences = append(s.fences, s.ep.connID)
+				}
+				x.redo = append(x.redo, r)
 			default:
 				failed = err
 			}
@@ -113,8 +124,9 @@ func (x *transfer) run(ctx context.Context) error {
 // issue sends the next slice (a resubmission first) on the next usable path.
 func (x *transfer) issue(ctx context.Context) error {
 	var start uint64
+	var fences []uint64
 	if n := len(x.redo); n > 0 {
-		start = x.redo[n-1]
+		start, fences = x.redo[n-1].start, x.redo[n-1].fences
 	} else {
 		start = x.next
 	}
@@ -140,8 +152,9 @@ func (x *transfer) issue(ctx context.Context) error {
 			seg:   x.r.id,
 			off:   x.task.RemoteOffset + start,
 			buf:   x.task.Local[start:end:end],
-			start: start,
-			res:   x.res,
+			start:  start,
+			fences: fences,
+			res:    x.res,
 		}
 		if err := ep.submit(s, ctx.Done()); err != nil {
 			if ctx.Err() != nil {

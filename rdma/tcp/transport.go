@@ -3,6 +3,8 @@ package tcp
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -31,7 +33,12 @@ type Transport struct {
 		sync.Mutex
 		closed bool
 		conns  map[net.Conn]struct{}
+		byID   map[uint64]*serverConn // authenticated connections, for Fence
 	}
+	// session names this transport's outgoing connections to peers; a
+	// Fence may only name connections of the same session.
+	session uint64
+	connIDs atomic.Uint64
 	pool   *pool
 	health health
 	nextID atomic.Uint64
@@ -50,6 +57,10 @@ func New(opts Options) (*Transport, error) {
 	t := &Transport{opts: opts, listen: map[string]string{}, connSem: make(chan struct{}, opts.MaxConns)}
 	t.ctx, t.stop = context.WithCancel(context.Background())
 	t.srv.conns = map[net.Conn]struct{}{}
+	t.srv.byID = map[uint64]*serverConn{}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	t.session = binary.LittleEndian.Uint64(b[:])
 	t.pool = newPool(t)
 	t.health.paths = map[rdma.Path]*pathState{}
 	return t, nil
@@ -188,10 +199,11 @@ func (t *Transport) Open(ctx context.Context, peer, name string) (rdma.Remote, e
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
 	defer stop()
 	br := bufio.NewReaderSize(nc, 4<<10)
-	version, err := t.handshake(nc, br)
+	c, err := t.handshake(nc, br)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
+	version := c.Version
 	if err := wire.WriteFrame(nc, wire.Header{Version: version, Type: wire.Open, ID: 1}, []byte(name)); err != nil {
 		return nil, ctxErr(ctx, err)
 	}
@@ -221,13 +233,13 @@ func (t *Transport) Open(ctx context.Context, peer, name string) (rdma.Remote, e
 	return &remote{peer: peer, desc: desc, id: h.Segment}, nil
 }
 
-// handshake authenticates to a peer and returns the agreed version.
-func (t *Transport) handshake(nc net.Conn, br *bufio.Reader) (uint8, error) {
-	v, err := wire.ClientHello(nc, br, t.token)
+// handshake authenticates to a peer.
+func (t *Transport) handshake(nc net.Conn, br *bufio.Reader) (wire.Conn, error) {
+	c, err := wire.ClientHello(nc, br, t.token, t.session)
 	if err != nil {
-		return 0, fmt.Errorf("tcp: %w", err)
+		return wire.Conn{}, fmt.Errorf("tcp: %w", err)
 	}
-	return v, nil
+	return c, nil
 }
 
 // ctxErr prefers the context's error: a deadline that closed the connection

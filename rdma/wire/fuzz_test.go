@@ -27,7 +27,7 @@ func FuzzParseHeader(f *testing.F) {
 
 func FuzzParseHello(f *testing.F) {
 	f.Add(HelloMsg{Min: 1, Max: 1, Token: []byte("token")}.Append(nil))
-	f.Add([]byte{1, 2, 0, 0})
+	f.Add([]byte{1, 2, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := ParseHello(b)
 		if err != nil {

@@ -2,38 +2,44 @@ package wire
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"crypto/subtle"
 	"fmt"
 
 	"github.com/yuebing/yuebing/rdma"
 )
 
-// HelloMsg is the client's first frame: the versions it speaks and the
-// cluster token. Layout: min version (1), max version (1), two zero bytes,
-// then the token (at most rdma.MaxTokenLen bytes).
+// HelloMsg is the client's first frame: the versions it speaks, its session
+// and the cluster token. Layout: min version (1), max version (1), two zero
+// bytes, session (8), then the token (at most rdma.MaxTokenLen bytes).
+//
+// The session is a random number a client picks once; it scopes Fence: a
+// client may only fence connections of its own session.
 type HelloMsg struct {
 	Min, Max uint8
+	Session  uint64
 	Token    []byte
 }
 
 // MaxHello bounds a Hello payload.
-const MaxHello = 4 + rdma.MaxTokenLen
+const MaxHello = 12 + rdma.MaxTokenLen
 
 // Append encodes m after dst.
 func (m HelloMsg) Append(dst []byte) []byte {
 	dst = append(dst, m.Min, m.Max, 0, 0)
+	dst = binary.LittleEndian.AppendUint64(dst, m.Session)
 	return append(dst, m.Token...)
 }
 
 // ParseHello decodes a Hello payload.
 func ParseHello(b []byte) (HelloMsg, error) {
-	if len(b) < 4 || len(b) > MaxHello {
+	if len(b) < 12 || len(b) > MaxHello {
 		return HelloMsg{}, fmt.Errorf("%w: hello of %d bytes", rdma.ErrProtocol, len(b))
 	}
 	if b[2] != 0 || b[3] != 0 {
 		return HelloMsg{}, fmt.Errorf("%w: hello reserved bytes set", rdma.ErrProtocol)
 	}
-	m := HelloMsg{Min: b[0], Max: b[1], Token: b[4:]}
+	m := HelloMsg{Min: b[0], Max: b[1], Session: binary.LittleEndian.Uint64(b[4:]), Token: b[12:]}
 	if m.Min == 0 || m.Min > m.Max {
 		return HelloMsg{}, fmt.Errorf("%w: hello versions [%d, %d]", rdma.ErrProtocol, m.Min, m.Max)
 	}

@@ -48,10 +48,16 @@ const (
 	ReadData Type = 7 // server: the bytes of a Read
 	Write    Type = 8 // client: store the payload at Segment+Offset
 	WriteOK  Type = 9 // server: the Write landed and its CRC matched
+	// Fence (client) names, in the segment field, an earlier connection of
+	// the same session: the server closes it and waits until it is not
+	// writing into memory, before it reads the next frame of this one. A
+	// client sends it before resubmitting a Write whose connection broke,
+	// so that bytes of the old attempt can never land after the new one.
+	Fence Type = 10
 )
 
 func (t Type) String() string {
-	names := [...]string{"", "hello", "hello-ok", "error", "open", "open-ok", "read", "read-data", "write", "write-ok"}
+	names := [...]string{"", "hello", "hello-ok", "error", "open", "open-ok", "read", "read-data", "write", "write-ok", "fence"}
 	if int(t) < len(names) && t != 0 {
 		return names[t]
 	}
@@ -181,7 +187,7 @@ func ParseHeader(b []byte) (Header, error) {
 		Segment: binary.LittleEndian.Uint64(b[24:]),
 		Offset:  binary.LittleEndian.Uint64(b[32:]),
 	}
-	if h.Type < Hello || h.Type > WriteOK {
+	if h.Type < Hello || h.Type > Fence {
 		return Header{}, fmt.Errorf("%w: unknown frame type %d", rdma.ErrProtocol, h.Type)
 	}
 	if h.Flags != 0 {

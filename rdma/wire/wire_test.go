@@ -59,8 +59,8 @@ func TestParseHeaderRejects(t *testing.T) {
 	b[3] = 0
 	f("type 0", reseal(b))
 	b = good()
-	b[3] = 10
-	f("type 10", reseal(b))
+	b[3] = 11
+	f("type 11", reseal(b))
 	b = good()
 	b[6] = 1
 	f("flags", reseal(b))
@@ -107,9 +107,9 @@ func TestReadControlLimits(t *testing.T) {
 }
 
 func TestHello(t *testing.T) {
-	m := HelloMsg{Min: 1, Max: 3, Token: []byte("secret")}
+	m := HelloMsg{Min: 1, Max: 3, Session: 0x1122334455667788, Token: []byte("secret")}
 	got, err := ParseHello(m.Append(nil))
-	if err != nil || got.Min != 1 || got.Max != 3 || string(got.Token) != "secret" {
+	if err != nil || got.Min != 1 || got.Max != 3 || got.Session != m.Session || string(got.Token) != "secret" {
 		t.Fatalf("ParseHello = %+v, %v", got, err)
 	}
 	if v, err := Negotiate(got); err != nil || v != 1 {
@@ -118,7 +118,8 @@ func TestHello(t *testing.T) {
 	if _, err := Negotiate(HelloMsg{Min: 2, Max: 5}); !errors.Is(err, rdma.ErrVersion) {
 		t.Fatalf("Negotiate future-only = %v", err)
 	}
-	for _, bad := range [][]byte{nil, {1, 1, 0}, {0, 1, 0, 0}, {2, 1, 0, 0}, {1, 1, 1, 0}, make([]byte, MaxHello+1)} {
+	pad := make([]byte, 8)
+	for _, bad := range [][]byte{nil, {1, 1, 0, 0}, append([]byte{0, 1, 0, 0}, pad...), append([]byte{2, 1, 0, 0}, pad...), append([]byte{1, 1, 1, 0}, pad...), make([]byte, MaxHello+1)} {
 		if _, err := ParseHello(bad); !errors.Is(err, rdma.ErrProtocol) {
 			t.Errorf("ParseHello(%v) = %v", bad, err)
 		}
