@@ -36,12 +36,12 @@ const (
 // slice back to its request. After that nobody on this endpoint touches
 // buf.
 type slice struct {
-	id     uint64
-	op     rdma.Op
-	seg    uint64
-	off    uint64 // in the remote segment
-	buf    []byte
-	start  uint64 // offset in the request, for resubmission
+	id    uint64
+	op    rdma.Op
+	seg   uint64
+	off   uint64 // in the remote segment
+	buf   []byte
+	start uint64 // offset in the request, for resubmission
 	// fences are the server's ids of connections an earlier attempt of
 	// this Write went out on; they are fenced before it is sent again.
 	fences []uint64

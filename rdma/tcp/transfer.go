@@ -147,11 +147,11 @@ func (x *transfer) issue(ctx context.Context) error {
 			continue // the pool marked the path down
 		}
 		s := &slice{
-			id:    x.t.nextID.Add(1),
-			op:    x.task.Op,
-			seg:   x.r.id,
-			off:   x.task.RemoteOffset + start,
-			buf:   x.task.Local[start:end:end],
+			id:     x.t.nextID.Add(1),
+			op:     x.task.Op,
+			seg:    x.r.id,
+			off:    x.task.RemoteOffset + start,
+			buf:    x.task.Local[start:end:end],
 			start:  start,
 			fences: fences,
 			res:    x.res,

@@ -39,11 +39,11 @@ type Transport struct {
 	// Fence may only name connections of the same session.
 	session uint64
 	connIDs atomic.Uint64
-	pool   *pool
-	health health
-	nextID atomic.Uint64
-	rr     atomic.Uint64 // round-robin cursor over paths
-	stats  counters
+	pool    *pool
+	health  health
+	nextID  atomic.Uint64
+	rr      atomic.Uint64 // round-robin cursor over paths
+	stats   counters
 }
 
 var _ rdma.Transport = (*Transport)(nil)

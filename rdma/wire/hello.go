@@ -2,8 +2,8 @@ package wire
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"crypto/subtle"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/yuebing/yuebing/rdma"
