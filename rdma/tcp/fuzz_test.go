@@ -49,6 +49,7 @@ func FuzzServe(f *testing.F) {
 	f.Add(frame(wire.Header{Type: wire.Write, ID: 3, Segment: id, Offset: 1 << 16, Length: 3}, []byte("abc")))
 	f.Add(frame(wire.Header{Type: wire.Open, ID: 4}, []byte("kv")))
 	f.Add(append(frame(wire.Header{Type: wire.Read, ID: 5, Segment: id, Length: 1}, nil), frame(wire.Header{Type: wire.Open, ID: 6}, []byte("nope"))...))
+	f.Add(frame(wire.Header{Type: wire.Fence, ID: 7, Segment: 1}, nil))
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		client, server := net.Pipe()
 		done := make(chan struct{})
