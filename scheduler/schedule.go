@@ -190,9 +190,9 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 		d.Decode = dec.ID
 		switch c.opts.Rejection {
 		case RejectPredicted:
-			d.Estimates.TBT = c.tbtAt(dec, now+ttft, kv, true)
+			d.Estimates.TBT = c.tbtAt(dec, now, now+ttft, kv, true)
 		default:
-			d.Estimates.TBT = c.tbtAt(dec, now, kv, false)
+			d.Estimates.TBT = c.tbtAt(dec, now, now, kv, false)
 		}
 	}
 
@@ -271,17 +271,25 @@ func (c *Core) selectDecode(kv int64) *instance {
 
 // tbtAt estimates in's TBT at time t with one more request of kv tokens.
 // For t = now it counts the requests in the batch (prefilled, or predicted
-// to be); with predict set it also drops those that will have decoded
-// longer than t_d by t, the uniform decode time assumption.
-func (c *Core) tbtAt(in *instance, t time.Duration, kv int64, predict bool) time.Duration {
+// to be). With predict set it is the prediction of the overload notes:
+// requests whose prefill ends by t join, and those that reach the uniform
+// decode time t_d between now and t leave. A request already decoding for
+// longer than t_d at now stays: it is observably still there, and long
+// outputs are exactly the ones that outlive t_d (the batch holds them
+// longer, so it is biased towards them).
+func (c *Core) tbtAt(in *instance, now, t time.Duration, kv int64, predict bool) time.Duration {
 	b, k := 1, kv
 	td := c.opts.DecodeTime
-	if !predict || in.baseAt+td > t {
+	leaves := func(joined time.Duration) bool {
+		end := joined + td
+		return predict && now < end && end <= t
+	}
+	if !leaves(in.baseAt) {
 		b += in.baseBatch
 		k += in.baseKV
 	}
 	for _, f := range in.members {
-		if !f.joinedBy(t) || predict && f.prefillEnd+td <= t {
+		if !f.joinedBy(t) || leaves(f.prefillEnd) {
 			continue
 		}
 		b++
