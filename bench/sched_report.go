@@ -63,6 +63,9 @@ func RunSched(ctx context.Context, cells []SchedCell, workers int, progress bool
 		bar = NewProgress("sched", int64(len(cells)))
 		defer bar.Done()
 	}
+	for i := range cells {
+		cells[i].Options.EnsureDefaults() // the report shows what ran
+	}
 	return runCells(ctx, len(cells), workers, func(i int) error {
 		res, err := Sched(ctx, cells[i].Options)
 		if err != nil {
