@@ -15,6 +15,8 @@ import (
 // decode) and 64 prompts of 512 blocks; each prefill instance holds a
 // random prefix of each prompt, and one holds the whole prompt, so every
 // match walks all 512 keys.
+var benchChains = 64
+
 func benchCluster(b *testing.B) (*Core, [][]block.Key, [][]int) {
 	c, err := NewCore(Options{BlockSize: 512})
 	if err != nil {
@@ -29,8 +31,8 @@ func benchCluster(b *testing.B) (*Core, [][]block.Key, [][]int) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	chains := make([][]block.Key, 64)
-	held := make([][]int, 64) // held[chain][instance]: prefix length
+	chains := make([][]block.Key, benchChains)
+	held := make([][]int, benchChains) // held[chain][instance]: prefix length
 	for ci := range chains {
 		chains[ci] = testChain("chain"+strconv.Itoa(ci)+"-", 512)
 		held[ci] = make([]int, 8)

@@ -27,14 +27,14 @@ func (s *instSet) forEach(f func(int)) {
 }
 
 // holders maps each block key to the set of instances that hold it. One
-// map lookup per chain key yields every instance's membership at once, so
+// lookup per chain key yields every instance's membership at once, so
 // matching a prompt against all instances is a single pass over its chain
 // that stops at the first key no candidate holds (see match). The
 // alternative, a roaring bitmap of interned ids per instance, costs the
 // same interning lookup per key plus one Contains per instance and key;
 // BenchmarkPrefixMatch measures both.
 type holders struct {
-	m map[block.Key]instSet
+	m *keySets
 	// tiers records, for the few blocks an instance reports outside its
 	// fastest tier, where they are; absent means tier 0 (DRAM).
 	tiers map[tierRef]index.TierMask
@@ -48,15 +48,15 @@ type tierRef struct {
 }
 
 func newHolders() *holders {
-	return &holders{m: make(map[block.Key]instSet), tiers: make(map[tierRef]index.TierMask)}
+	return &holders{m: newKeySets(), tiers: make(map[tierRef]index.TierMask)}
 }
 
 // add records that slot holds k, in tiers (0 means tier 0 only).
 func (h *holders) add(slot int, k block.Key, tiers index.TierMask) {
-	s := h.m[k]
+	s := h.m.get(&k)
 	if !s.has(slot) {
 		s.add(slot)
-		h.m[k] = s
+		h.m.put(&k, s)
 		h.count[slot]++
 	}
 	ref := tierRef{k, uint8(slot)}
@@ -69,16 +69,12 @@ func (h *holders) add(slot int, k block.Key, tiers index.TierMask) {
 
 // remove records that slot no longer holds k.
 func (h *holders) remove(slot int, k block.Key) {
-	s, ok := h.m[k]
-	if !ok || !s.has(slot) {
+	s := h.m.get(&k)
+	if !s.has(slot) {
 		return
 	}
 	s.remove(slot)
-	if s.empty() {
-		delete(h.m, k)
-	} else {
-		h.m[k] = s
-	}
+	h.m.put(&k, s)
 	h.count[slot]--
 	delete(h.tiers, tierRef{k, uint8(slot)})
 }
@@ -89,15 +85,10 @@ func (h *holders) drop(slot int) {
 	if h.count[slot] == 0 {
 		return
 	}
-	for k, s := range h.m {
-		if s.has(slot) {
-			s.remove(slot)
-			if s.empty() {
-				delete(h.m, k)
-			} else {
-				h.m[k] = s
-			}
-			delete(h.tiers, tierRef{k, uint8(slot)})
+	h.m.update(func(s *instSet) { s.remove(slot) })
+	for ref := range h.tiers {
+		if int(ref.slot) == slot {
+			delete(h.tiers, ref)
 		}
 	}
 	h.count[slot] = 0
@@ -109,7 +100,7 @@ func (h *holders) drop(slot int) {
 func (h *holders) match(chain []block.Key, cands instSet, lens *[MaxInstances]int) {
 	alive := cands
 	for i := range chain {
-		s := h.m[chain[i]]
+		s := h.m.get(&chain[i])
 		gone := alive
 		gone.andNot(&s)
 		if !gone.empty() {
