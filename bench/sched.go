@@ -218,7 +218,7 @@ func quantile(x []float64, q float64) float64 {
 }
 
 // Sched simulates a disaggregated cluster serving o.Trace under the
-// scheduler core: see docs/conductor.md for the model. It is
+// scheduler core: see docs/benchmarks.md for the model. It is
 // deterministic: the same options give the same result.
 func Sched(ctx context.Context, o SchedOptions) (*SchedResult, error) {
 	o.EnsureDefaults()
@@ -619,11 +619,9 @@ func (s *schedSim) kick(i int, now time.Duration) {
 // lasts until the first request in the batch finishes.
 func (s *schedSim) startRun(i int, now time.Duration) {
 	d := s.decodes[i]
-	for _, r := range d.waiting {
-		// The interval before its first decoded token includes waiting
-		// for this boundary; it is added when the run ends.
-		d.active = append(d.active, r)
-	}
+	// The interval before a joiner's first decoded token includes waiting
+	// for this boundary; it is recorded when the run ends.
+	d.active = append(d.active, d.waiting...)
 	d.waiting = d.waiting[:0]
 	if len(d.active) == 0 {
 		d.running = false
