@@ -50,6 +50,7 @@ type Estimates struct {
 // hot blocks get replicated.
 type Pull struct {
 	From, To string
+	FromAddr string
 	Keys     []block.Key // aliases Request.Keys
 	Tokens   int
 }
@@ -57,9 +58,10 @@ type Pull struct {
 // Decision is the outcome of Schedule.
 type Decision struct {
 	RequestID string
-	// Prefill and Decode are the chosen instance ids. Decode is empty when
-	// no decode instance is registered.
-	Prefill, Decode string
+	// Prefill and Decode are the chosen instance ids, with their addresses.
+	// Decode is empty when no decode instance is registered.
+	Prefill, Decode         string
+	PrefillAddr, DecodeAddr string
 	// PrefixTokens is the cached prefix the prefill reuses, after any pull.
 	// LocalPrefixTokens is what Prefill held itself; BestPrefixTokens the
 	// longest prefix held anywhere, by BestHolder.
@@ -91,7 +93,7 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 	switch {
 	case n < 1:
 		return Decision{}, fmt.Errorf("%w: no input tokens and no keys", ErrRequest)
-	case n < 0 || len(req.Keys) > (n+bs-1)/bs:
+	case len(req.Keys) > (n+bs-1)/bs:
 		return Decision{}, fmt.Errorf("%w: %d keys for %d input tokens; at most one key per %d-token block", ErrRequest, len(req.Keys), n, bs)
 	case req.OutputTokens < 0:
 		return Decision{}, fmt.Errorf("%w: negative output tokens %d", ErrRequest, req.OutputTokens)
@@ -175,6 +177,7 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 	d := Decision{
 		RequestID:         id,
 		Prefill:           p.ID,
+		PrefillAddr:       p.Addr,
 		PrefixTokens:      tokens(prefixLen),
 		LocalPrefixTokens: tokens(ownLen),
 		BestPrefixTokens:  tokens(bestLen),
@@ -187,7 +190,7 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 	// Line 17: the decode instance.
 	dec := c.selectDecode(kv)
 	if dec != nil {
-		d.Decode = dec.ID
+		d.Decode, d.DecodeAddr = dec.ID, dec.Addr
 		switch c.opts.Rejection {
 		case RejectPredicted:
 			d.Estimates.TBT = c.tbtAt(dec, now, now+ttft, kv, true)
@@ -210,7 +213,7 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 
 	// Lines 20-22: migrate the prefix, commit the placement.
 	if pulls {
-		d.Pull = &Pull{From: best.ID, To: p.ID, Keys: req.Keys[ownLen:bestLen], Tokens: tokens(bestLen) - tokens(ownLen)}
+		d.Pull = &Pull{From: best.ID, FromAddr: best.Addr, To: p.ID, Keys: req.Keys[ownLen:bestLen], Tokens: tokens(bestLen) - tokens(ownLen)}
 	}
 	p.queueEnd = max(p.queueEnd, now) + tt + tp
 	p.scheduled++

@@ -246,13 +246,9 @@ func (s *Service) schedule(c *gin.Context) {
 		}})
 		return
 	}
-	addr := map[string]string{}
-	for _, st := range s.d.Instances() {
-		addr[st.ID] = st.Addr
-	}
 	resp := scheduleResponse{
 		RequestID:         d.RequestID,
-		Prefill:           instanceRef{d.Prefill, addr[d.Prefill]},
+		Prefill:           instanceRef{d.Prefill, d.PrefillAddr},
 		PrefixTokens:      d.PrefixTokens,
 		LocalPrefixTokens: d.LocalPrefixTokens,
 		BestPrefixTokens:  d.BestPrefixTokens,
@@ -260,10 +256,10 @@ func (s *Service) schedule(c *gin.Context) {
 		Estimates:         est,
 	}
 	if d.Decode != "" {
-		resp.Decode = &instanceRef{d.Decode, addr[d.Decode]}
+		resp.Decode = &instanceRef{d.Decode, d.DecodeAddr}
 	}
 	if d.Pull != nil {
-		resp.Pull = &pullJSON{From: instanceRef{d.Pull.From, addr[d.Pull.From]}, To: d.Pull.To, Keys: d.Pull.Keys, Tokens: d.Pull.Tokens}
+		resp.Pull = &pullJSON{From: instanceRef{d.Pull.From, d.Pull.FromAddr}, To: d.Pull.To, Keys: d.Pull.Keys, Tokens: d.Pull.Tokens}
 	}
 	c.JSON(http.StatusOK, resp)
 }
