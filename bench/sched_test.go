@@ -134,3 +134,29 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// TestSchedGlobalPool: blocks evicted from the only prefill instance's
+// small cache are still reused through the global pool, by a pull.
+func TestSchedGlobalPool(t *testing.T) {
+	reqs := []Request{
+		{Timestamp: 0, InputLength: 2048, OutputLength: 1, HashIDs: []uint64{1, 2, 3, 4}},
+		{Timestamp: time.Minute, InputLength: 2048, OutputLength: 1, HashIDs: []uint64{5, 6, 7, 8}},
+		{Timestamp: 2 * time.Minute, InputLength: 2048, OutputLength: 1, HashIDs: []uint64{1, 2, 3, 4}},
+	}
+	tr, err := NewTrace("pool", reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pool        int64
+		hits, pulls int
+	}{{0, 0, 0}, {100 * TraceBlockTokens, 4, 1}} {
+		res, err := Sched(context.Background(), SchedOptions{Trace: tr, Prefill: 1, Decode: 1, CacheTokens: 4 * TraceBlockTokens, GlobalPool: tc.pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.HitBlocks != int64(tc.hits) || res.Pulls != tc.pulls {
+			t.Errorf("pool %d tokens: %d hit blocks, %d pulls; want %d and %d", tc.pool, res.HitBlocks, res.Pulls, tc.hits, tc.pulls)
+		}
+	}
+}
