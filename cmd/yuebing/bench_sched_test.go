@@ -12,7 +12,7 @@ import (
 
 // TestBenchSchedJSON runs the default suite on a small generated trace:
 // exactly one JSON object with one row per combination, carrying the
-// issue's fields, and a plot.
+// documented fields (docs/benchmarks.md), and a plot.
 func TestBenchSchedJSON(t *testing.T) {
 	dir := t.TempDir()
 	var trace strings.Builder
