@@ -17,6 +17,11 @@
 // capacities against the unbounded and Belady bounds, Pool compares local
 // caches with a global pool. docs/policies.md describes the model.
 //
+// Scheduling simulation: Sched replays a trace through a simulated
+// prefill/decode cluster driven by the conductor's scheduling core (package
+// scheduler); SchedSuite and SchedReport run and report the default
+// comparison of placement and overload policies (docs/benchmarks.md).
+//
 //	t, err := bench.OpenTrace("conversation_trace.jsonl")
 //	cells, err := bench.Hitrate(ctx, bench.HitrateOptions{Traces: []*bench.Trace{t}})
 //	bench.HitrateReport(cells).Write(os.Stdout, false)

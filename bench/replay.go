@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Trace is a request trace prepared for replay. Hash ids are renumbered to
@@ -22,8 +23,10 @@ type Trace struct {
 }
 
 type traceReq struct {
-	start, end  int32 // ids[start:end] are the request's blocks
-	inputTokens int64
+	start, end   int32 // ids[start:end] are the request's blocks
+	inputTokens  int64
+	outputTokens int
+	arrival      time.Duration
 }
 
 // NoParent is the parent of a chain's first block.
@@ -97,7 +100,7 @@ func (b *traceBuilder) add(r Request) error {
 		t.ids = append(t.ids, id)
 		prev = id
 	}
-	t.reqs = append(t.reqs, traceReq{start: start, end: int32(len(t.ids)), inputTokens: int64(r.InputLength)})
+	t.reqs = append(t.reqs, traceReq{start: start, end: int32(len(t.ids)), inputTokens: int64(r.InputLength), outputTokens: r.OutputLength, arrival: r.Timestamp})
 	return nil
 }
 
@@ -122,6 +125,12 @@ func (t *Trace) HashID(id int32) uint64 { return t.hash[id] }
 
 // Parent returns the block before id in its chain, or NoParent.
 func (t *Trace) Parent(id int32) int32 { return t.parent[id] }
+
+// Arrival returns request i's arrival time since the start of the trace.
+func (t *Trace) Arrival(i int) time.Duration { return t.reqs[i].arrival }
+
+// OutputTokens returns request i's output length.
+func (t *Trace) OutputTokens(i int) int { return t.reqs[i].outputTokens }
 
 // Request returns request i's dense block ids, first to last, and its input
 // tokens. The slice belongs to the Trace and must not be modified.
