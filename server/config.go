@@ -93,7 +93,9 @@ type AuthConfig struct {
 
 // Limits bound what one request, and all of them together, may use.
 type Limits struct {
-	// MaxBlockSize is the largest block. Default 256MiB.
+	// MaxBlockSize is the largest block. Default 256MiB, or less when no
+	// tier could hold that: the larger of dram.capacity and half of
+	// ssd.capacity.
 	MaxBlockSize ByteSize `yaml:"max_block_size"`
 	// MaxBatchKeys is the most keys in a batch call or context. Default 4096.
 	MaxBatchKeys int `yaml:"max_batch_keys"`
@@ -174,6 +176,11 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.SSD.Compression == "" {
 		c.SSD.Compression = "none"
+	}
+	if c.Limits.MaxBlockSize == 0 {
+		// The largest block some tier can take: small test and edge
+		// nodes work without setting it.
+		c.Limits.MaxBlockSize = min(256<<20, max(c.DRAM.Capacity, c.SSD.Capacity/2))
 	}
 	c.Limits.ensureDefaults()
 	if c.Contexts.MaxTTL == 0 {
