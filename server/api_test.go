@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -801,3 +802,27 @@ type fakeClock struct{ ns atomic.Int64 }
 func (c *fakeClock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) set(t time.Time)     { c.ns.Store(t.UnixNano()) }
 func (c *fakeClock) add(d time.Duration) { c.ns.Add(int64(d)) }
+
+// TestFramedBodyExample posts the worked example of docs/api.md byte for
+// byte.
+func TestFramedBodyExample(t *testing.T) {
+	n := startNode(t, nodeOpts{})
+	const example = "59 42 46 31" +
+		" 00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 10 11 12 13 14 15 16 17 18 19 1a 1b 1c 1d 1e 1f" +
+		" 01 00 00 00 4c bb 71 9a 05 00 00 00 00 00 00 00 68 65 6c 6c 6f"
+	body, err := hex.DecodeString(strings.ReplaceAll(example, " ", ""))
+	if err != nil || len(body) != 57 {
+		t.Fatalf("example: %d bytes, %v", len(body), err)
+	}
+	resp := do(t, n, "POST", "/v1/batch/put", "", map[string]string{HeaderNamespace: nsAlpha}, body)
+	if resp.status != 200 || !bytes.Contains(resp.body, []byte(`"status":"created"`)) {
+		t.Fatalf("example multi-put: %d %s", resp.status, resp.body)
+	}
+	var k block.Key
+	for i := range k {
+		k[i] = byte(i)
+	}
+	if resp := do(t, n, "GET", "/v1/blocks/"+k.String(), "", nil, nil); string(resp.body) != "hello" || resp.header.Get(HeaderCRC) != "9a71bb4c" {
+		t.Fatalf("example block: %q, crc %s", resp.body, resp.header.Get(HeaderCRC))
+	}
+}

@@ -32,8 +32,6 @@ const (
 	frameTierPos = 8
 	// framePutFlags are the flags a multi-put frame may carry.
 	framePutFlags = frameHasCRC
-	// frameGetFlags are the flags a multi-get frame may carry.
-	frameGetFlags = frameHasCRC | frameMissing | 0xff<<frameTierPos
 )
 
 // FramesContentType is the media type of framed bodies.
