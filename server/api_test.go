@@ -56,7 +56,7 @@ type nodeOpts struct {
 	now      func() time.Time
 }
 
-func newTestStore(t *testing.T, dir string, dramCap int64) *tier.Hierarchy {
+func newTestStore(t testing.TB, dir string, dramCap int64) *tier.Hierarchy {
 	t.Helper()
 	d, err := dram.New(dram.Options{Capacity: dramCap})
 	if err != nil {
@@ -73,7 +73,7 @@ func newTestStore(t *testing.T, dir string, dramCap int64) *tier.Hierarchy {
 	return h
 }
 
-func startNode(t *testing.T, o nodeOpts) *testNode {
+func startNode(t testing.TB, o nodeOpts) *testNode {
 	t.Helper()
 	if o.dir == "" {
 		o.dir = t.TempDir()
@@ -108,7 +108,7 @@ func (n *testNode) close() {
 	n.store.Close()
 }
 
-func (n *testNode) client(t *testing.T, token string) *client.Client {
+func (n *testNode) client(t testing.TB, token string) *client.Client {
 	t.Helper()
 	c, err := client.New(n.srv.URL, client.Options{Token: token})
 	if err != nil {
@@ -117,7 +117,7 @@ func (n *testNode) client(t *testing.T, token string) *client.Client {
 	return c
 }
 
-func chain(t *testing.T, ns string, blocks int, seed uint32) []block.Key {
+func chain(t testing.TB, ns string, blocks int, seed uint32) []block.Key {
 	t.Helper()
 	tokens := make([]uint32, 16*blocks)
 	for i := range tokens {
