@@ -76,7 +76,17 @@ type Frame struct {
 // block); it may read them or not. Bytes fn reads are verified against the
 // block's checksum once fn returns: a mismatch fails with ErrChecksum.
 func (c *Client) GetBatch(ctx context.Context, namespace string, keys []block.Key, fn func(Frame, io.Reader) error) error {
-	b, err := json.Marshal(keysBody{Namespace: namespace, Keys: keys})
+	return c.getBatch(ctx, keysBody{Namespace: namespace, Keys: keys}, len(keys), fn)
+}
+
+// GetBatchNames is GetBatch for objects, by name; frames carry their
+// opaque keys.
+func (c *Client) GetBatchNames(ctx context.Context, namespace string, names []string, fn func(Frame, io.Reader) error) error {
+	return c.getBatch(ctx, keysBody{Namespace: namespace, Names: names}, len(names), fn)
+}
+
+func (c *Client) getBatch(ctx context.Context, in keysBody, n int, fn func(Frame, io.Reader) error) error {
+	b, err := json.Marshal(in)
 	if err != nil {
 		return err
 	}
@@ -93,7 +103,7 @@ func (c *Client) GetBatch(ctx context.Context, namespace string, keys []block.Ke
 	if ct := resp.Header.Get("Content-Type"); ct != framesType {
 		return fmt.Errorf("%w: multi-get answer of type %q", ErrProtocol, ct)
 	}
-	return readFrames(resp.Body, len(keys), fn)
+	return readFrames(resp.Body, n, fn)
 }
 
 // readFrames decodes a multi-get body of exactly n frames.
@@ -248,9 +258,18 @@ func statusOfCode(code string) int {
 // DeleteBatch deletes blocks of namespace and returns how many were
 // deleted (blocks not stored are skipped).
 func (c *Client) DeleteBatch(ctx context.Context, namespace string, keys []block.Key) (int, error) {
+	return c.deleteBatch(ctx, keysBody{Namespace: namespace, Keys: keys})
+}
+
+// DeleteBatchNames is DeleteBatch for objects, by name.
+func (c *Client) DeleteBatchNames(ctx context.Context, namespace string, names []string) (int, error) {
+	return c.deleteBatch(ctx, keysBody{Namespace: namespace, Names: names})
+}
+
+func (c *Client) deleteBatch(ctx context.Context, in keysBody) (int, error) {
 	var out struct {
 		Deleted int `json:"deleted"`
 	}
-	err := c.doJSON(ctx, http.MethodPost, "/v1/batch/delete", keysBody{Namespace: namespace, Keys: keys}, &out, http.StatusOK)
+	err := c.doJSON(ctx, http.MethodPost, "/v1/batch/delete", in, &out, http.StatusOK)
 	return out.Deleted, err
 }

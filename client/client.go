@@ -427,6 +427,21 @@ func (c *Client) Health(ctx context.Context) error {
 	return c.doJSON(ctx, http.MethodGet, "/healthz", nil, nil, http.StatusOK)
 }
 
+// Metrics returns the node's Prometheus metrics in the text exposition
+// format (/metrics).
+func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
+	req, err := c.newRequest(ctx, http.MethodGet, "/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.do(req, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+}
+
 // Ready returns nil if the node takes traffic (/readyz); ErrUnavailable
 // while it shuts down.
 func (c *Client) Ready(ctx context.Context) error {

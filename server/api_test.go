@@ -226,6 +226,22 @@ func TestObjects(t *testing.T) {
 	if _, err := c.Put(ctx, nsAlpha, k, []byte("x")); !errors.Is(err, client.ErrConflict) {
 		t.Fatalf("Put over an object's key = %v, want ErrConflict", err)
 	}
+	got := 0
+	err = c.GetBatchNames(ctx, nsAlpha, []string{names[1], "absent"}, func(f client.Frame, r io.Reader) error {
+		if !f.Missing {
+			got++
+			if f.Key != block.OpaqueKey(nsAlpha, []byte(names[1])) {
+				return fmt.Errorf("frame key %s", f.Key)
+			}
+		}
+		return nil
+	})
+	if err != nil || got != 1 {
+		t.Fatalf("GetBatchNames: %v, %d found", err, got)
+	}
+	if n, err := c.DeleteBatchNames(ctx, nsAlpha, []string{names[3], "absent"}); err != nil || n != 1 {
+		t.Fatalf("DeleteBatchNames = %d, %v", n, err)
+	}
 	if err := c.DeleteObject(ctx, nsAlpha, names[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -777,7 +793,11 @@ func TestSSDReadsAndMetrics(t *testing.T) {
 			t.Fatalf("budget not given back: %d", n.api.inflight.Load())
 		}
 	}
-	resp := do(t, n, "GET", "/metrics", "", nil, nil)
+	metrics, err := c.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := rawResponse{body: metrics}
 	for _, want := range []string{
 		`yuebing_tier_hits_total{tier="ssd"} 1`,
 		`yuebing_tier_capacity_bytes{tier="dram"}`,
