@@ -250,22 +250,35 @@ func (n *Node) shutdown() error {
 // limitListener accepts at most n connections at a time; more wait in the
 // kernel's accept queue, so memory per connection stays bounded.
 func limitListener(ln net.Listener, n int) net.Listener {
-	return &limitedListener{Listener: ln, sem: make(chan struct{}, n)}
+	return &limitedListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
 }
 
 type limitedListener struct {
 	net.Listener
-	sem chan struct{}
+	sem       chan struct{}
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
 }
 
 func (l *limitedListener) Accept() (net.Conn, error) {
-	l.sem <- struct{}{}
+	// Waiting for a slot must end when the listener closes: Shutdown waits
+	// for Serve to return before it closes idle connections.
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
 	c, err := l.Listener.Accept()
 	if err != nil {
 		<-l.sem
 		return nil, err
 	}
 	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+func (l *limitedListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
 }
 
 type limitedConn struct {
