@@ -23,6 +23,7 @@ func newBenchHTTPCmd() *cobra.Command {
 		mix          string
 		dramCapacity string
 		dataDir      string
+		prefault     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "http",
@@ -59,7 +60,7 @@ a temporary data directory (or --data-dir) and a DRAM tier of --dram-capacity.`,
 				return usageErrorf("--duration: %v, want a positive duration like 10s", o.Duration)
 			}
 			if o.Addr == "" {
-				stop, addr, err := startBenchNode(dramCapacity, dataDir, n)
+				stop, addr, err := startBenchNode(dramCapacity, dataDir, n, prefault)
 				if err != nil {
 					return err
 				}
@@ -86,12 +87,13 @@ a temporary data directory (or --data-dir) and a DRAM tier of --dram-capacity.`,
 	f.IntVar(&o.Keys, "keys", 0, "working set of gets, in blocks (default max(2*concurrency, 16), at most 512MiB)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	f.StringVar(&dramCapacity, "dram-capacity", "2GiB", "DRAM tier of the in-process node")
+	f.BoolVar(&prefault, "dram-prefault", false, "prefault the in-process node's DRAM arena, as a node that has run a while has it")
 	f.StringVar(&dataDir, "data-dir", "", "data directory of the in-process node (default: a temporary directory)")
 	return cmd
 }
 
 // startBenchNode starts a node in this process for the benchmark.
-func startBenchNode(dramCapacity, dataDir string, valueSize int64) (stop func(), addr string, err error) {
+func startBenchNode(dramCapacity, dataDir string, valueSize int64, prefault bool) (stop func(), addr string, err error) {
 	dc, err := bytesize.Parse(dramCapacity)
 	if err != nil {
 		return nil, "", usageErrorf("--dram-capacity: %v", err)
@@ -107,6 +109,7 @@ func startBenchNode(dramCapacity, dataDir string, valueSize int64) (stop func(),
 	cfg.HTTP.Listen, cfg.RESP.Listen, cfg.Transfer.Listen = "127.0.0.1:0", "", ""
 	cfg.DataDir = dataDir
 	cfg.DRAM.Capacity = server.ByteSize(dc)
+	cfg.DRAM.Prefault = prefault
 	cfg.SSD.Capacity = server.ByteSize(max(4<<30, 4*valueSize))
 	cfg.Limits.MaxBlockSize = server.ByteSize(max(valueSize, 256<<20))
 	cfg.Limits.MaxInflightBytes = server.ByteSize(max(8*valueSize, 1<<30))

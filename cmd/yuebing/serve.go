@@ -57,7 +57,7 @@ type serveFlags struct {
 	dramPolicy, ssdCompression, tokensFile   string
 	maxBlockSize, maxBatchBytes, maxInflight string
 	logLevel, logFormat                      string
-	ssdNoSync, insecure                      bool
+	ssdNoSync, insecure, dramPrefault        bool
 	maxBatchKeys                             int
 	requestTimeout, shutdownTimeout, maxTTL  time.Duration
 	flags                                    *pflag.FlagSet
@@ -74,6 +74,7 @@ func (s *serveFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.ssdCapacity, "ssd-capacity", "", "SSD tier size, e.g. 64GiB (default min(64GiB, 50% of free disk))")
 	f.StringVar(&s.dramPolicy, "dram-policy", "lru", "DRAM eviction policy")
 	f.StringVar(&s.ssdCompression, "ssd-compression", "none", "SSD compression: none, s2 or zstd")
+	f.BoolVar(&s.dramPrefault, "dram-prefault", false, "touch the whole DRAM arena at start (slower start, faster first puts)")
 	f.BoolVar(&s.ssdNoSync, "ssd-no-sync", false, "acknowledge SSD writes before they are flushed to the device")
 	f.StringVar(&s.tokensFile, "auth-tokens-file", "", "YAML file of bearer tokens: token: {tenant: NAME, role: admin|tenant}")
 	f.BoolVar(&s.insecure, "insecure", false, "allow a non-loopback listener without authentication")
@@ -143,6 +144,9 @@ func (s *serveFlags) config(cmd *cobra.Command) (server.Config, error) {
 		if err := size(sz.name, sz.dst, sz.v); err != nil {
 			return cfg, err
 		}
+	}
+	if changed("dram-prefault") {
+		cfg.DRAM.Prefault = s.dramPrefault
 	}
 	if changed("ssd-no-sync") {
 		cfg.SSD.NoSync = s.ssdNoSync
