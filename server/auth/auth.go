@@ -147,7 +147,7 @@ func Parse(data []byte) (*Tokens, error) {
 		if e.Role != RoleAdmin && e.Role != RoleTenant {
 			errs = append(errs, fmt.Errorf("%s: role %q: want %q or %q", where, e.Role, RoleAdmin, RoleTenant))
 		}
-		t.byHash[h] = Principal{Tenant: e.Tenant, Role: e.Role}
+		t.byHash[h] = Principal(e)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

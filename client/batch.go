@@ -1,0 +1,275 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/http"
+
+	"github.com/yuebing/yuebing/block"
+)
+
+// Framed bodies of multi-put and multi-get (docs/api.md): the magic
+// "YBF1", then per block a 48-byte header (key, u32 flags, u32 crc32c,
+// u64 length, little-endian) and the block's bytes.
+const (
+	frameMagic      = "YBF1"
+	frameHeaderSize = 48
+	frameHasCRC     = 1 << 0
+	frameMissing    = 1 << 1
+	frameTierPos    = 8
+	framesType      = "application/x-yuebing-frames"
+)
+
+// Match is the answer to Exists: how much of a chain is stored.
+type Match struct {
+	// PrefixLen is how many leading keys are stored.
+	PrefixLen int `json:"prefix_len"`
+	// PrefixTiers counts, per tier name, the prefix blocks whose fastest
+	// copy is there.
+	PrefixTiers map[string]int `json:"prefix_tiers"`
+	// Exists and Tiers say, key by key, whether and where it is stored.
+	Exists []bool   `json:"exists"`
+	Tiers  []string `json:"tiers"`
+}
+
+type keysBody struct {
+	Namespace string      `json:"namespace"`
+	Keys      []block.Key `json:"keys,omitempty"`
+	Names     []string    `json:"names,omitempty"`
+}
+
+// Exists reports which of keys (a chain, in order) are stored, and the
+// length of the stored prefix.
+func (c *Client) Exists(ctx context.Context, namespace string, keys []block.Key) (Match, error) {
+	var m Match
+	err := c.doJSON(ctx, http.MethodPost, "/v1/batch/exists", keysBody{Namespace: namespace, Keys: keys}, &m, http.StatusOK)
+	return m, err
+}
+
+// ExistsNames is Exists for object names, in order as a chain.
+func (c *Client) ExistsNames(ctx context.Context, namespace string, names []string) (Match, error) {
+	var m Match
+	err := c.doJSON(ctx, http.MethodPost, "/v1/batch/exists", keysBody{Namespace: namespace, Names: names}, &m, http.StatusOK)
+	return m, err
+}
+
+// Frame describes one block of a multi-get answer.
+type Frame struct {
+	Key block.Key
+	// Missing is set when the block is not stored (or not visible to the
+	// caller); the frame then has no data.
+	Missing bool
+	// Tier is the level the block was read from (0 = fastest).
+	Tier     int
+	Checksum uint32
+	Length   int64
+}
+
+// GetBatch reads several blocks in one request. fn is called for every
+// key, in order, with a reader of the block's bytes (empty for a missing
+// block); it may read them or not. Bytes fn reads are verified against the
+// block's checksum once fn returns: a mismatch fails with ErrChecksum.
+func (c *Client) GetBatch(ctx context.Context, namespace string, keys []block.Key, fn func(Frame, io.Reader) error) error {
+	return c.getBatch(ctx, keysBody{Namespace: namespace, Keys: keys}, len(keys), fn)
+}
+
+// GetBatchNames is GetBatch for objects, by name; frames carry their
+// opaque keys.
+func (c *Client) GetBatchNames(ctx context.Context, namespace string, names []string, fn func(Frame, io.Reader) error) error {
+	return c.getBatch(ctx, keysBody{Namespace: namespace, Names: names}, len(names), fn)
+}
+
+func (c *Client) getBatch(ctx context.Context, in keysBody, n int, fn func(Frame, io.Reader) error) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := c.newRequest(ctx, http.MethodPost, "/v1/batch/get", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.do(req, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	defer drain(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); ct != framesType {
+		return fmt.Errorf("%w: multi-get answer of type %q", ErrProtocol, ct)
+	}
+	return readFrames(resp.Body, n, fn)
+}
+
+// readFrames decodes a multi-get body of exactly n frames.
+func readFrames(r io.Reader, n int, fn func(Frame, io.Reader) error) error {
+	var magic [4]byte
+	if _, err := io.ReadFull(r, magic[:]); err != nil || string(magic[:]) != frameMagic {
+		return fmt.Errorf("%w: multi-get answer does not start with %q", ErrProtocol, frameMagic)
+	}
+	var hdr [frameHeaderSize]byte
+	for i := 0; ; i++ {
+		_, err := io.ReadFull(r, hdr[:])
+		if err == io.EOF && i == n {
+			return nil
+		}
+		if err != nil || i >= n {
+			return fmt.Errorf("%w: multi-get answer has a bad frame %d of %d", ErrProtocol, i+1, n)
+		}
+		var f Frame
+		copy(f.Key[:], hdr[:32])
+		flags := binary.LittleEndian.Uint32(hdr[32:])
+		f.Checksum = binary.LittleEndian.Uint32(hdr[36:])
+		length := binary.LittleEndian.Uint64(hdr[40:])
+		if length > 1<<40 {
+			return fmt.Errorf("%w: frame %d claims %d bytes", ErrProtocol, i+1, length)
+		}
+		f.Length = int64(length)
+		f.Missing = flags&frameMissing != 0
+		f.Tier = int(flags>>frameTierPos) & 0xff
+		data := &checkingReader{r: io.LimitReader(r, f.Length)}
+		if err := fn(f, data); err != nil {
+			return err
+		}
+		if data.n == f.Length && flags&frameHasCRC != 0 && data.sum != f.Checksum {
+			return fmt.Errorf("%w: block %s: received crc32c %08x, server sent %08x", ErrChecksum, f.Key, data.sum, f.Checksum)
+		}
+		if rest := f.Length - data.n; rest > 0 {
+			if _, err := io.CopyN(io.Discard, r, rest); err != nil {
+				return fmt.Errorf("%w: multi-get answer ends inside frame %d", ErrProtocol, i+1)
+			}
+		}
+	}
+}
+
+type checkingReader struct {
+	r   io.Reader
+	n   int64
+	sum uint32
+}
+
+func (c *checkingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.sum = crc32.Update(c.sum, castagnoli, p[:n])
+	c.n += int64(n)
+	return n, err
+}
+
+// Item is one block of a multi-put.
+type Item struct {
+	Key  block.Key
+	Data []byte
+}
+
+// ItemResult is what the server did with one item.
+type ItemResult struct {
+	Key block.Key `json:"key"`
+	// Status is "created", "exists" or "error".
+	Status string `json:"status"`
+	Tier   string `json:"tier,omitempty"`
+	Size   int64  `json:"size"`
+	// Err is set for status "error"; it wraps the matching sentinel.
+	Err   error `json:"-"`
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error,omitempty"`
+}
+
+// PutBatch stores several blocks of namespace in one request, each with
+// its checksum. Each item succeeds or fails on its own; the results are in
+// item order, and the error joins the items' errors (nil if all stored).
+func (c *Client) PutBatch(ctx context.Context, namespace string, items []Item) ([]ItemResult, error) {
+	parts := make([]io.Reader, 0, 2*len(items)+1)
+	parts = append(parts, bytes.NewReader([]byte(frameMagic)))
+	size := int64(len(frameMagic))
+	headers := make([]byte, frameHeaderSize*len(items))
+	for i, it := range items {
+		h := headers[i*frameHeaderSize : (i+1)*frameHeaderSize]
+		copy(h[:32], it.Key[:])
+		binary.LittleEndian.PutUint32(h[32:], frameHasCRC)
+		binary.LittleEndian.PutUint32(h[36:], Checksum(it.Data))
+		binary.LittleEndian.PutUint64(h[40:], uint64(len(it.Data)))
+		parts = append(parts, bytes.NewReader(h), bytes.NewReader(it.Data))
+		size += frameHeaderSize + int64(len(it.Data))
+	}
+	req, err := c.newRequest(ctx, http.MethodPost, "/v1/batch/put", io.MultiReader(parts...))
+	if err != nil {
+		return nil, err
+	}
+	req.ContentLength = size
+	req.Header.Set("Content-Type", framesType)
+	req.Header.Set(headerNamespace, namespace)
+	resp, err := c.do(req, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	defer drain(resp.Body)
+	var out struct {
+		Results []ItemResult `json:"results"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("%w: decoding multi-put answer: %v", ErrProtocol, err)
+	}
+	if len(out.Results) != len(items) {
+		return out.Results, fmt.Errorf("%w: %d results for %d items", ErrProtocol, len(out.Results), len(items))
+	}
+	var errs []error
+	for i := range out.Results {
+		r := &out.Results[i]
+		if r.Error != nil {
+			r.Err = &Error{StatusCode: statusOfCode(r.Error.Code), Code: r.Error.Code, Message: r.Error.Message}
+			errs = append(errs, fmt.Errorf("item %d (%s): %w", i, r.Key, r.Err))
+		}
+	}
+	return out.Results, errors.Join(errs...)
+}
+
+// statusOfCode maps an item's error code to the status a single request
+// would have had, so item errors match the same sentinels.
+func statusOfCode(code string) int {
+	switch code {
+	case "checksum_mismatch":
+		return http.StatusUnprocessableEntity
+	case "conflict":
+		return http.StatusConflict
+	case "no_space":
+		return http.StatusInsufficientStorage
+	case "too_large":
+		return http.StatusRequestEntityTooLarge
+	case "overloaded":
+		return http.StatusTooManyRequests
+	case "unavailable", "timeout":
+		return http.StatusServiceUnavailable
+	case "not_found":
+		return http.StatusNotFound
+	}
+	if code == "internal" {
+		return http.StatusInternalServerError
+	}
+	return http.StatusBadRequest
+}
+
+// DeleteBatch deletes blocks of namespace and returns how many were
+// deleted (blocks not stored are skipped).
+func (c *Client) DeleteBatch(ctx context.Context, namespace string, keys []block.Key) (int, error) {
+	return c.deleteBatch(ctx, keysBody{Namespace: namespace, Keys: keys})
+}
+
+// DeleteBatchNames is DeleteBatch for objects, by name.
+func (c *Client) DeleteBatchNames(ctx context.Context, namespace string, names []string) (int, error) {
+	return c.deleteBatch(ctx, keysBody{Namespace: namespace, Names: names})
+}
+
+func (c *Client) deleteBatch(ctx context.Context, in keysBody) (int, error) {
+	var out struct {
+		Deleted int `json:"deleted"`
+	}
+	err := c.doJSON(ctx, http.MethodPost, "/v1/batch/delete", in, &out, http.StatusOK)
+	return out.Deleted, err
+}

@@ -1,0 +1,356 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/server/auth"
+	"github.com/yuebing/yuebing/tier"
+)
+
+func init() {
+	// Gin's debug mode prints every route on start-up and warns on
+	// stdout; the server logs through slog instead.
+	gin.SetMode(gin.ReleaseMode)
+}
+
+// APIOptions configures the HTTP API.
+type APIOptions struct {
+	// Store is the block store. Required.
+	Store *tier.Hierarchy
+	// Tokens authenticates callers; nil turns authentication off.
+	Tokens *auth.Tokens
+	// Limits; zero fields take Limits' defaults.
+	Limits Limits
+	// Contexts bounds the context cache; zero fields take defaults.
+	Contexts ContextsConfig
+	// ContextsFile persists contexts across restarts; "" keeps them in
+	// memory only.
+	ContextsFile string
+	// Registry receives the API's metrics. Default: a new registry.
+	Registry *prometheus.Registry
+	// Now is the clock for contexts. Default time.Now.
+	Now func() time.Time
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// API is the HTTP API of a cache node: blocks, batches, contexts and admin
+// endpoints on a gin engine. It is safe for concurrent use. Close stops its
+// background work; the store stays open and is the caller's to close.
+type API struct {
+	opts     APIOptions
+	store    *tier.Hierarchy
+	tokens   *auth.Tokens
+	limits   Limits
+	engine   *gin.Engine
+	v1       *gin.RouterGroup
+	contexts *contextStore
+	metrics  *metrics
+	budget   *semaphore.Weighted // MaxInflightBytes
+	inflight atomic.Int64        // bytes held from budget
+	draining atomic.Bool
+	log      *slog.Logger
+	started  time.Time
+}
+
+// NewAPI builds the API over a store. It loads persisted contexts and
+// re-applies their pins.
+func NewAPI(opts APIOptions) (*API, error) {
+	if opts.Store == nil {
+		return nil, errors.New("server: APIOptions.Store is required")
+	}
+	opts.Limits.ensureDefaults()
+	if opts.Contexts.MaxTTL == 0 {
+		opts.Contexts.MaxTTL = 24 * time.Hour
+	}
+	if opts.Contexts.MaxContexts == 0 {
+		opts.Contexts.MaxContexts = 10000
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	a := &API{
+		opts:    opts,
+		store:   opts.Store,
+		tokens:  opts.Tokens,
+		limits:  opts.Limits,
+		budget:  semaphore.NewWeighted(int64(opts.Limits.MaxInflightBytes)),
+		log:     opts.Logger,
+		started: opts.Now(),
+	}
+	cs, err := openContexts(contextsOptions{
+		Store: opts.Store, Path: opts.ContextsFile, Max: opts.Contexts.MaxContexts,
+		Now: opts.Now, Logger: opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.contexts = cs
+	m, err := newMetrics(opts.Registry, a)
+	if err != nil {
+		cs.Close()
+		return nil, err
+	}
+	a.metrics = m
+	a.engine = a.routes()
+	return a, nil
+}
+
+// Handler returns the API's http.Handler.
+func (a *API) Handler() http.Handler { return a.engine }
+
+// Router returns the authenticated /v1 group, so other parts of a node can
+// mount their endpoints beside the built-in ones, behind the same auth,
+// metrics and limits.
+func (a *API) Router() gin.IRouter { return a.v1 }
+
+// Engine returns the gin engine, for listing routes.
+func (a *API) Engine() *gin.Engine { return a.engine }
+
+// SetDraining makes /readyz answer 503, so load balancers stop sending
+// traffic while the node shuts down.
+func (a *API) SetDraining() { a.draining.Store(true) }
+
+// Close stops the context cache's background work and persists it.
+func (a *API) Close() error { return a.contexts.Close() }
+
+func (a *API) routes() *gin.Engine {
+	r := gin.New()
+	r.RedirectTrailingSlash = false
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	r.Use(a.metrics.middleware, gin.CustomRecovery(a.recovered))
+	r.NoRoute(func(c *gin.Context) {
+		a.fail(c, fmt.Errorf("%w: no route %s %s", errNoRoute, c.Request.Method, c.Request.URL.Path))
+	})
+	r.NoMethod(func(c *gin.Context) {
+		a.fail(c, fmt.Errorf("%w: %s is not allowed on %s", errMethod, c.Request.Method, c.Request.URL.Path))
+	})
+
+	r.GET("/healthz", a.healthz)
+	r.GET("/readyz", a.readyz)
+	r.GET("/metrics", a.metrics.handler)
+
+	v1 := r.Group("/v1", a.limit, a.authenticate)
+	a.v1 = v1
+	v1.POST("/keys", a.postKeys)
+
+	v1.PUT("/blocks/:key", a.putBlock)
+	v1.GET("/blocks/:key", a.getBlock)
+	v1.HEAD("/blocks/:key", a.headBlock)
+	v1.DELETE("/blocks/:key", a.deleteBlock)
+
+	v1.PUT("/objects/*name", a.putObject)
+	v1.GET("/objects/*name", a.getObject)
+	v1.HEAD("/objects/*name", a.headObject)
+	v1.DELETE("/objects/*name", a.deleteObject)
+
+	v1.POST("/batch/exists", a.batchExists)
+	v1.POST("/batch/get", a.batchGet)
+	v1.POST("/batch/put", a.batchPut)
+	v1.POST("/batch/delete", a.batchDelete)
+
+	v1.POST("/contexts", a.createContext)
+	v1.GET("/contexts", a.listContexts)
+	v1.GET("/contexts/:id", a.getContext)
+	v1.PATCH("/contexts/:id", a.patchContext)
+	v1.DELETE("/contexts/:id", a.deleteContext)
+
+	v1.GET("/stats", a.getStats)
+	v1.GET("/tiers", a.getTiers)
+	return r
+}
+
+// Errors only the router produces.
+var (
+	errNoRoute = fmt.Errorf("%w: unknown route", ErrNotFound)
+	errMethod  = errors.New("server: method not allowed")
+)
+
+// fail answers with err's status and the JSON error body.
+func (a *API) fail(c *gin.Context, err error) {
+	status, code := apiError(err)
+	switch {
+	case errors.Is(err, errNoRoute):
+		code = "no_route"
+	case errors.Is(err, errMethod):
+		status, code = http.StatusMethodNotAllowed, "method_not_allowed"
+	case status == http.StatusUnauthorized:
+		c.Header("WWW-Authenticate", `Bearer realm="yuebing"`)
+	case status == http.StatusTooManyRequests:
+		c.Header("Retry-After", "1")
+	case status == http.StatusInternalServerError:
+		a.log.Error("server: request failed", "method", c.Request.Method, "route", c.FullPath(), "err", err)
+	}
+	c.Header("Cache-Control", "no-store")
+	c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{Code: code, Message: err.Error()}})
+}
+
+func (a *API) recovered(c *gin.Context, v any) {
+	a.log.Error("server: handler panicked", "method", c.Request.Method, "route", c.FullPath(), "panic", v)
+	if !c.Writer.Written() {
+		a.fail(c, fmt.Errorf("server: internal error"))
+	}
+}
+
+// limit bounds each /v1 request in time: its context ends and its
+// connection's read and write deadlines fall after RequestTimeout, so a
+// slow client cannot hold a request, a pinned block or budget forever.
+func (a *API) limit(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), a.limits.RequestTimeout)
+	defer cancel()
+	c.Request = c.Request.WithContext(ctx)
+	rc := http.NewResponseController(c.Writer)
+	dl := time.Now().Add(a.limits.RequestTimeout)
+	// Errors mean the writer cannot set deadlines (a test recorder); the
+	// context still bounds the request.
+	_ = rc.SetReadDeadline(dl)
+	_ = rc.SetWriteDeadline(dl)
+	c.Next()
+}
+
+const principalKey = "yuebing.principal"
+
+// authenticate resolves the bearer token to a principal.
+func (a *API) authenticate(c *gin.Context) {
+	token := ""
+	if h := c.GetHeader("Authorization"); h != "" {
+		scheme, rest, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			a.fail(c, fmt.Errorf("%w: the Authorization header must be \"Bearer TOKEN\"", auth.ErrUnauthenticated))
+			return
+		}
+		token = strings.TrimSpace(rest)
+	}
+	p, err := a.tokens.Authenticate(token)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	c.Set(principalKey, p)
+	c.Next()
+}
+
+func principal(c *gin.Context) auth.Principal {
+	if p, ok := c.Get(principalKey); ok {
+		return p.(auth.Principal)
+	}
+	panic("BUG: server: handler without the authenticate middleware")
+}
+
+// reserve takes n bytes of the in-flight budget, waiting at most
+// QueueTimeout, and returns the function that gives them back.
+func (a *API) reserve(ctx context.Context, n int64) (func(), error) {
+	if n <= 0 {
+		return func() {}, nil
+	}
+	if n > int64(a.limits.MaxInflightBytes) {
+		return nil, fmt.Errorf("%w: %d bytes exceed limits.max_inflight_bytes", ErrTooLarge, n)
+	}
+	if !a.budget.TryAcquire(n) {
+		wctx, cancel := context.WithTimeout(ctx, a.limits.QueueTimeout)
+		err := a.budget.Acquire(wctx, n)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("%w: %d bytes of requests are in flight; retry later", ErrOverloaded, a.inflight.Load())
+		}
+	}
+	a.inflight.Add(n)
+	var done atomic.Bool
+	return func() {
+		if !done.Swap(true) {
+			a.inflight.Add(-n)
+			a.budget.Release(n)
+		}
+	}, nil
+}
+
+// decodeJSON reads a JSON request body of at most MaxJSONBytes into v.
+// Unknown fields and trailing data are errors, so a misspelt field is
+// reported instead of silently ignored.
+func (a *API) decodeJSON(c *gin.Context, v any) error {
+	body := http.MaxBytesReader(c.Writer, c.Request.Body, int64(a.limits.MaxJSONBytes))
+	return decodeJSONBody(body, v)
+}
+
+func decodeJSONBody(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("%w: JSON body over %d bytes (limits.max_json_bytes)", ErrTooLarge, mbe.Limit)
+		}
+		if err == io.EOF {
+			return fmt.Errorf("%w: empty body", ErrBadJSON)
+		}
+		return fmt.Errorf("%w: %v", ErrBadJSON, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: data after the JSON object", ErrBadJSON)
+	}
+	return nil
+}
+
+// Header names.
+const (
+	HeaderNamespace = "X-Yuebing-Namespace"
+	HeaderCRC       = "X-Yuebing-Crc32c"
+	HeaderTier      = "X-Yuebing-Tier"
+	HeaderSize      = "X-Yuebing-Size"
+)
+
+// namespaceHeader returns the validated namespace header, "" when absent.
+func namespaceHeader(c *gin.Context, required bool) (string, error) {
+	ns := c.GetHeader(HeaderNamespace)
+	if ns == "" {
+		if required {
+			return "", fmt.Errorf("%w: the %s header is required (tenant/model[#salt])", ErrBadRequest, HeaderNamespace)
+		}
+		return "", nil
+	}
+	if err := block.ValidateNamespace(ns); err != nil {
+		return "", err
+	}
+	return ns, nil
+}
+
+func (a *API) tierName(level int) string {
+	if tiers := a.store.Tiers(); level >= 0 && level < len(tiers) {
+		return tiers[level].Name()
+	}
+	return ""
+}
+
+func (a *API) healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
+
+func (a *API) readyz(c *gin.Context) {
+	if a.draining.Load() {
+		a.fail(c, fmt.Errorf("%w: shutting down", ErrUnavailable))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}

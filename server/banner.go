@@ -1,0 +1,55 @@
+package server
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/yuebing/yuebing/server/auth"
+)
+
+// banner prints where the node listens and what it stores: a few lines an
+// operator reads once.
+func (n *Node) banner(tokens *auth.Tokens) {
+	c := n.cfg
+	w := tabwriter.NewWriter(c.Banner, 0, 0, 2, ' ', 0)
+	v := c.Version
+	if v == "" {
+		v = "yuebing"
+	}
+	fmt.Fprintf(w, "%s\n", v)
+	fmt.Fprintf(w, "  http\thttp://%s\n", n.Addr("http"))
+	fmt.Fprintf(w, "  resp\t%s\n", plannedListener(c.RESP.Listen))
+	fmt.Fprintf(w, "  transfer\t%s\n", plannedListener(c.Transfer.Listen))
+	st := n.store.Stats()
+	for i, t := range st.Tiers {
+		extra := c.DRAM.Policy
+		if i == 1 {
+			dir, _ := filepath.Abs(filepath.Join(c.DataDir, "ssd"))
+			extra = fmt.Sprintf("%s, compression %s, %d blocks kept", dir, c.SSD.Compression, t.Blocks)
+		}
+		fmt.Fprintf(w, "  %s\t%s (%s)\n", t.Name, ByteSize(t.Capacity), extra)
+	}
+	dir, _ := filepath.Abs(c.DataDir)
+	fmt.Fprintf(w, "  data\t%s\n", dir)
+	switch {
+	case tokens.Enabled():
+		fmt.Fprintf(w, "  auth\tbearer tokens, %d from %s\n", tokens.Len(), c.Auth.TokensFile)
+	case c.Insecure:
+		fmt.Fprintf(w, "  auth\tOFF (--insecure)\n")
+	default:
+		fmt.Fprintf(w, "  auth\toff (loopback only)\n")
+	}
+	if k := n.api.contexts.len(); k > 0 {
+		fmt.Fprintf(w, "  contexts\t%d restored\n", k)
+	}
+	w.Flush()
+}
+
+func plannedListener(addr string) string {
+	if strings.TrimSpace(addr) == "" {
+		return "disabled"
+	}
+	return addr + " (configured; not served by this build yet)"
+}

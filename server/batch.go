@@ -1,0 +1,344 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/server/auth"
+	"github.com/yuebing/yuebing/tier"
+)
+
+// keysRequest names blocks of one namespace: chained keys, or the raw names
+// of opaque-keyed objects (exactly one of the two). In order, they are a
+// chain for prefix matching.
+type keysRequest struct {
+	Namespace string      `json:"namespace"`
+	Keys      []block.Key `json:"keys,omitempty"`
+	Names     []string    `json:"names,omitempty"`
+}
+
+// targets validates the request against the batch limit and p's access.
+func (r *keysRequest) targets(p auth.Principal, maxKeys int) ([]target, error) {
+	if err := block.ValidateNamespace(r.Namespace); err != nil {
+		return nil, err
+	}
+	if err := p.Authorize(r.Namespace); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(r.Keys) > 0 && len(r.Names) > 0:
+		return nil, fmt.Errorf("%w: give keys or names, not both", ErrBadRequest)
+	case len(r.Keys) == 0 && len(r.Names) == 0:
+		return nil, fmt.Errorf("%w: give at least one key or name", ErrBadRequest)
+	case len(r.Keys)+len(r.Names) > maxKeys:
+		return nil, fmt.Errorf("%w: %d keys in one request, limits.max_batch_keys is %d", ErrTooLarge, len(r.Keys)+len(r.Names), maxKeys)
+	}
+	ts := make([]target, 0, len(r.Keys)+len(r.Names))
+	for _, k := range r.Keys {
+		ts = append(ts, target{key: k, ns: r.Namespace})
+	}
+	for i, n := range r.Names {
+		if err := validateObjectName(n); err != nil {
+			return nil, fmt.Errorf("names[%d]: %w", i, err)
+		}
+		ts = append(ts, target{key: block.OpaqueKey(r.Namespace, []byte(n)), ns: r.Namespace, object: true, name: n})
+	}
+	return ts, nil
+}
+
+// existsResponse answers a batch exists / prefix match.
+type existsResponse struct {
+	// PrefixLen is how many leading keys are stored.
+	PrefixLen int `json:"prefix_len"`
+	// PrefixTiers counts, per tier name, the blocks of the prefix whose
+	// fastest copy is there.
+	PrefixTiers map[string]int `json:"prefix_tiers"`
+	// Exists says, key by key, whether the block is stored.
+	Exists []bool `json:"exists"`
+	// Tiers names, key by key, the fastest tier holding the block ("" when
+	// not stored).
+	Tiers []string `json:"tiers"`
+}
+
+func (a *API) batchExists(c *gin.Context) {
+	var req keysRequest
+	if err := a.decodeJSON(c, &req); err != nil {
+		a.fail(c, err)
+		return
+	}
+	p := principal(c)
+	ts, err := req.targets(p, a.limits.MaxBatchKeys)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	res := existsResponse{PrefixTiers: map[string]int{}, Exists: make([]bool, len(ts)), Tiers: make([]string, len(ts))}
+	for _, t := range a.store.Tiers() {
+		res.PrefixTiers[t.Name()] = 0
+	}
+	prefix := true
+	for i, t := range ts {
+		_, level, err := a.visible(p, t)
+		if err != nil {
+			prefix = false
+			continue
+		}
+		res.Exists[i], res.Tiers[i] = true, a.tierName(level)
+		if prefix {
+			res.PrefixLen++
+			res.PrefixTiers[res.Tiers[i]]++
+		}
+	}
+	c.JSON(http.StatusOK, res)
+}
+
+// batchGet answers a multi-get with a framed body: one frame per requested
+// key, in order, missing ones flagged. Every block is pinned before the
+// first byte is sent, so the response has a length and every frame its
+// checksum.
+func (a *API) batchGet(c *gin.Context) {
+	var req keysRequest
+	if err := a.decodeJSON(c, &req); err != nil {
+		a.fail(c, err)
+		return
+	}
+	p := principal(c)
+	ts, err := req.targets(p, a.limits.MaxBatchKeys)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	// Blocks below the top tier come back as heap copies: charge them to
+	// the budget up front.
+	var heapBytes int64
+	for _, t := range ts {
+		if e, ok := a.store.Lookup(t.key); ok && e.Tiers.Top() > 0 {
+			heapBytes += int64(e.Size)
+		}
+	}
+	if heapBytes > int64(a.limits.MaxBatchBytes) {
+		a.fail(c, fmt.Errorf("%w: the blocks add up to over %d bytes (limits.max_batch_bytes)", ErrTooLarge, a.limits.MaxBatchBytes))
+		return
+	}
+	release, err := a.reserve(ctx, heapBytes)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	defer release()
+	frames := make([]frameHeader, len(ts))
+	handles := make([]*tier.Handle, len(ts))
+	defer func() {
+		for _, h := range handles {
+			if h != nil {
+				h.Release()
+			}
+		}
+	}()
+	total := int64(len(frameMagic))
+	var data int64
+	for i, t := range ts {
+		frames[i].Key = t.key
+		frames[i].Flags = frameMissing
+		if _, _, err := a.visible(p, t); err != nil {
+			total += frameHeaderSize
+			continue
+		}
+		h, level, err := a.store.Get(ctx, t.key)
+		switch {
+		case errors.Is(err, tier.ErrNotFound), errors.Is(err, tier.ErrCorrupt):
+			total += frameHeaderSize
+			continue
+		case err != nil:
+			a.fail(c, err)
+			return
+		}
+		handles[i] = h
+		data += int64(h.Len())
+		if data > int64(a.limits.MaxBatchBytes) {
+			a.fail(c, fmt.Errorf("%w: the blocks add up to over %d bytes (limits.max_batch_bytes)", ErrTooLarge, a.limits.MaxBatchBytes))
+			return
+		}
+		frames[i] = frameHeader{Key: t.key, Flags: frameHasCRC | uint32(level)<<frameTierPos, CRC: h.Checksum(), Length: uint64(h.Len())}
+		total += frameHeaderSize + int64(h.Len())
+	}
+	hdr := c.Writer.Header()
+	hdr.Set("Content-Type", FramesContentType)
+	hdr.Set("Content-Length", strconv.FormatInt(total, 10))
+	c.Status(http.StatusOK)
+	w := c.Writer
+	if _, err := w.WriteString(frameMagic); err != nil {
+		return
+	}
+	var b [frameHeaderSize]byte
+	for i, f := range frames {
+		f.encode(&b)
+		if _, err := w.Write(b[:]); err != nil {
+			return // the client went away
+		}
+		if h := handles[i]; h != nil {
+			if _, err := w.Write(h.Bytes()); err != nil {
+				return
+			}
+			h.Release()
+			handles[i] = nil
+		}
+	}
+}
+
+// batchPutItem is the outcome of one frame of a multi-put.
+type batchPutItem struct {
+	Key     block.Key    `json:"key"`
+	Status  string       `json:"status"` // created, exists or error
+	Tier    string       `json:"tier,omitempty"`
+	Size    int64        `json:"size"`
+	Error   *errorDetail `json:"error,omitempty"`
+	created bool
+}
+
+type batchPutResponse struct {
+	Results []batchPutItem `json:"results"`
+}
+
+// batchPutError is the answer to a multi-put whose body broke off: the
+// error, and what the frames before it did (they are stored).
+type batchPutError struct {
+	Error   errorDetail    `json:"error"`
+	Results []batchPutItem `json:"results"`
+}
+
+// batchPut stores every frame of a framed body, in order, each as its own
+// put: a frame that fails (a checksum mismatch, a conflict) stores nothing
+// and the next is still tried. A malformed body stops the request at that
+// frame; frames before it stay stored and are listed in the answer.
+func (a *API) batchPut(c *gin.Context) {
+	ns, err := namespaceHeader(c, true)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	p := principal(c)
+	if err := p.Authorize(ns); err != nil {
+		a.fail(c, err)
+		return
+	}
+	maxBody := int64(len(frameMagic)) + int64(a.limits.MaxBatchKeys)*frameHeaderSize + int64(a.limits.MaxBatchBytes)
+	if c.Request.ContentLength > maxBody {
+		a.fail(c, fmt.Errorf("%w: body of %d bytes, at most %d with limits.max_batch_keys and limits.max_batch_bytes", ErrTooLarge, c.Request.ContentLength, maxBody))
+		return
+	}
+	body := http.MaxBytesReader(c.Writer, c.Request.Body, maxBody)
+	ctx := c.Request.Context()
+	fr := newFrameReader(body, framePutFlags, int64(a.limits.MaxBlockSize))
+	meta, err := encodeMeta(blockMeta{Namespace: ns})
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	var (
+		results []batchPutItem
+		total   int64
+	)
+	stop := func(err error) {
+		status, code := apiError(err)
+		c.AbortWithStatusJSON(status, batchPutError{Error: errorDetail{Code: code, Message: err.Error()}, Results: results})
+	}
+	for {
+		h, err := fr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				err = fmt.Errorf("%w: body over %d bytes", ErrTooLarge, maxBody)
+			}
+			stop(err)
+			return
+		}
+		if len(results) == a.limits.MaxBatchKeys {
+			stop(fmt.Errorf("%w: more than %d frames (limits.max_batch_keys)", ErrTooLarge, a.limits.MaxBatchKeys))
+			return
+		}
+		if total += int64(h.Length); total > int64(a.limits.MaxBatchBytes) {
+			stop(fmt.Errorf("%w: frames add up to over %d bytes (limits.max_batch_bytes)", ErrTooLarge, a.limits.MaxBatchBytes))
+			return
+		}
+		size := int64(h.Length)
+		t := target{key: h.Key, ns: ns}
+		opts := tier.PutOptions{Checksum: h.CRC, HasChecksum: h.hasCRC(), Meta: meta, PinnedUntil: a.contexts.pinFor(h.Key, ns)}
+		release, err := a.reserve(ctx, size)
+		if err != nil {
+			stop(err)
+			return
+		}
+		res, err := a.storeBlock(ctx, t, size, fr.Data(), opts)
+		release()
+		item := batchPutItem{Key: h.Key, Size: size, Tier: res.Tier, Status: "exists", created: res.Created}
+		if res.Created {
+			item.Status = "created"
+		}
+		if err != nil {
+			if errors.Is(err, ErrBadRequest) || errors.Is(err, ErrTooLarge) || ctx.Err() != nil {
+				// The body itself is broken or gone: no later frame can be read.
+				stop(err)
+				return
+			}
+			_, code := apiError(err)
+			item.Status, item.Tier = "error", ""
+			item.Error = &errorDetail{Code: code, Message: err.Error()}
+		}
+		results = append(results, item)
+	}
+	if results == nil {
+		results = []batchPutItem{}
+	}
+	c.JSON(http.StatusOK, batchPutResponse{Results: results})
+}
+
+type batchDeleteItem struct {
+	Key     block.Key `json:"key"`
+	Deleted bool      `json:"deleted"`
+}
+
+type batchDeleteResponse struct {
+	Deleted int               `json:"deleted"`
+	Results []batchDeleteItem `json:"results"`
+}
+
+// batchDelete deletes every listed block the caller may see; the others
+// are reported as not deleted.
+func (a *API) batchDelete(c *gin.Context) {
+	var req keysRequest
+	if err := a.decodeJSON(c, &req); err != nil {
+		a.fail(c, err)
+		return
+	}
+	p := principal(c)
+	ts, err := req.targets(p, a.limits.MaxBatchKeys)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	res := batchDeleteResponse{Results: make([]batchDeleteItem, len(ts))}
+	for i, t := range ts {
+		err := a.deleteTarget(p, t)
+		switch {
+		case err == nil:
+			res.Deleted++
+		case errors.Is(err, ErrNotFound):
+		default:
+			a.fail(c, err)
+			return
+		}
+		res.Results[i] = batchDeleteItem{Key: t.key, Deleted: err == nil}
+	}
+	c.JSON(http.StatusOK, res)
+}

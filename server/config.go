@@ -1,0 +1,476 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/internal/bytesize"
+	"github.com/yuebing/yuebing/tier/policy"
+)
+
+// Config is everything `yuebing serve` needs. It is filled from defaults,
+// then a YAML file, then YUEBING_* environment variables, then flags (later
+// wins); EnsureDefaults derives what is left at zero and Validate reports
+// every problem at once, each naming its field as the YAML file spells it.
+type Config struct {
+	HTTP ListenerConfig `yaml:"http"`
+	// RESP is the Redis-protocol front end. Empty listen disables it.
+	RESP ListenerConfig `yaml:"resp"`
+	// Transfer is the block transfer service between nodes. Empty listen
+	// disables it.
+	Transfer ListenerConfig `yaml:"transfer"`
+	// Insecure allows a non-loopback listener without authentication.
+	Insecure bool `yaml:"insecure"`
+	// DataDir holds the SSD tier and the contexts file. Default
+	// ./yuebing-data.
+	DataDir  string         `yaml:"data_dir"`
+	DRAM     DRAMConfig     `yaml:"dram"`
+	SSD      SSDConfig      `yaml:"ssd"`
+	Auth     AuthConfig     `yaml:"auth"`
+	Limits   Limits         `yaml:"limits"`
+	Contexts ContextsConfig `yaml:"contexts"`
+	Log      LogConfig      `yaml:"log"`
+
+	// Logger overrides Log. Default: a handler on stderr as Log says.
+	Logger *slog.Logger `yaml:"-"`
+	// Banner receives the start-up banner. Default os.Stdout; io.Discard
+	// silences it.
+	Banner io.Writer `yaml:"-"`
+	// Version is printed in the banner.
+	Version string `yaml:"-"`
+}
+
+// ListenerConfig is one network listener.
+type ListenerConfig struct {
+	// Listen is host:port; empty disables the listener.
+	Listen string `yaml:"listen"`
+}
+
+// DRAMConfig configures the DRAM tier.
+type DRAMConfig struct {
+	// Capacity of the arena. Default (0): min(4 GiB, 25% of RAM).
+	Capacity ByteSize `yaml:"capacity"`
+	// Policy is the eviction policy, one of policy.Names. Default lru.
+	Policy string `yaml:"policy"`
+	// EagerChecksum computes each block's CRC-32C as it is written
+	// instead of on first use. Default false.
+	EagerChecksum bool `yaml:"eager_checksum"`
+	// Prefault touches the whole arena at start: start-up takes longer and
+	// the arena is resident at once, but puts into a fresh arena do not
+	// pay a page fault per page (about 3x faster puts until the arena has
+	// been filled once; docs/benchmarks.md). Default false.
+	Prefault bool `yaml:"prefault"`
+}
+
+// SSDConfig configures the SSD tier, kept under DataDir/ssd.
+type SSDConfig struct {
+	// Capacity of the segment files. Default (0): min(64 GiB, 50% of the
+	// free disk of the data directory's filesystem, counting what the tier
+	// already holds as free).
+	Capacity ByteSize `yaml:"capacity"`
+	// Compression is none, s2 or zstd. Default none.
+	Compression string `yaml:"compression"`
+	// NoSync acknowledges puts to the SSD tier before they are flushed to
+	// the device. Default false.
+	NoSync bool `yaml:"no_sync"`
+}
+
+// AuthConfig configures authentication.
+type AuthConfig struct {
+	// TokensFile maps bearer tokens to {tenant, role}; empty turns
+	// authentication off (every caller is an admin of tenant "default").
+	TokensFile string `yaml:"tokens_file"`
+}
+
+// Limits bound what one request, and all of them together, may use.
+type Limits struct {
+	// MaxBlockSize is the largest block. Default 256MiB, or less when no
+	// tier could hold that: the larger of dram.capacity and half of
+	// ssd.capacity.
+	MaxBlockSize ByteSize `yaml:"max_block_size"`
+	// MaxBatchKeys is the most keys in a batch call or context. Default 4096.
+	MaxBatchKeys int `yaml:"max_batch_keys"`
+	// MaxBatchBytes is the most block bytes in one multi-put or multi-get.
+	// Default 256MiB.
+	MaxBatchBytes ByteSize `yaml:"max_batch_bytes"`
+	// MaxJSONBytes is the largest JSON request body. Default 8MiB, room for
+	// about a million token ids.
+	MaxJSONBytes ByteSize `yaml:"max_json_bytes"`
+	// MaxInflightBytes bounds the block bytes that requests in flight may
+	// hold in the Go heap: bodies on their way to the SSD tier and copies
+	// read from it. A request that cannot get its share within
+	// QueueTimeout is answered 429. Default 1GiB.
+	MaxInflightBytes ByteSize `yaml:"max_inflight_bytes"`
+	// MaxConnections bounds open HTTP connections; more wait in the
+	// kernel's accept queue. Default 4096.
+	MaxConnections int `yaml:"max_connections"`
+	// RequestTimeout bounds one request, reading its body and writing its
+	// answer included. Default 60s.
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// QueueTimeout is how long a request waits for its share of
+	// MaxInflightBytes before a 429. Default 1s.
+	QueueTimeout time.Duration `yaml:"queue_timeout"`
+	// ShutdownTimeout bounds draining requests in flight and flushing DRAM
+	// to SSD on shutdown. Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// ContextsConfig configures the context cache.
+type ContextsConfig struct {
+	// MaxTTL is the longest TTL a context may ask for. Default 24h.
+	MaxTTL time.Duration `yaml:"max_ttl"`
+	// MaxContexts bounds live contexts. Default 10000.
+	MaxContexts int `yaml:"max_contexts"`
+}
+
+// LogConfig configures logging to stderr.
+type LogConfig struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is text or json. Default text.
+	Format string `yaml:"format"`
+}
+
+// Default listen addresses.
+const (
+	DefaultHTTPListen     = "127.0.0.1:8080"
+	DefaultRESPListen     = "127.0.0.1:6380"
+	DefaultTransferListen = "127.0.0.1:7070"
+	DefaultDataDir        = "./yuebing-data"
+)
+
+// DefaultConfig returns the configuration of `yuebing serve` with no flags.
+// Listeners are set here rather than in EnsureDefaults, so that a file,
+// variable or flag setting one to "" disables it.
+func DefaultConfig() Config {
+	return Config{
+		HTTP:     ListenerConfig{Listen: DefaultHTTPListen},
+		RESP:     ListenerConfig{Listen: DefaultRESPListen},
+		Transfer: ListenerConfig{Listen: DefaultTransferListen},
+	}
+}
+
+// EnsureDefaults fills zero fields. Capacities left at zero are derived
+// from the machine: RAM for DRAM, the data directory's filesystem for SSD.
+func (c *Config) EnsureDefaults() {
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.DRAM.Capacity == 0 {
+		c.DRAM.Capacity = ByteSize(defaultDRAMCapacity())
+	}
+	if c.DRAM.Policy == "" {
+		c.DRAM.Policy = "lru"
+	}
+	if c.SSD.Capacity == 0 {
+		c.SSD.Capacity = ByteSize(defaultSSDCapacity(filepath.Join(c.DataDir, "ssd")))
+	}
+	if c.SSD.Compression == "" {
+		c.SSD.Compression = "none"
+	}
+	if c.Limits.MaxBlockSize == 0 {
+		// The largest block some tier can take: small test and edge
+		// nodes work without setting it.
+		c.Limits.MaxBlockSize = min(256<<20, max(c.DRAM.Capacity, c.SSD.Capacity/2))
+	}
+	c.Limits.ensureDefaults()
+	if c.Contexts.MaxTTL == 0 {
+		c.Contexts.MaxTTL = 24 * time.Hour
+	}
+	if c.Contexts.MaxContexts == 0 {
+		c.Contexts.MaxContexts = 10000
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	if c.Banner == nil {
+		c.Banner = os.Stdout
+	}
+}
+
+func (l *Limits) ensureDefaults() {
+	if l.MaxBlockSize == 0 {
+		l.MaxBlockSize = 256 << 20
+	}
+	if l.MaxBatchKeys == 0 {
+		l.MaxBatchKeys = 4096
+	}
+	if l.MaxBatchBytes == 0 {
+		l.MaxBatchBytes = 256 << 20
+	}
+	if l.MaxJSONBytes == 0 {
+		l.MaxJSONBytes = 8 << 20
+	}
+	if l.MaxInflightBytes == 0 {
+		l.MaxInflightBytes = 1 << 30
+	}
+	if l.MaxConnections == 0 {
+		l.MaxConnections = 4096
+	}
+	if l.RequestTimeout == 0 {
+		l.RequestTimeout = 60 * time.Second
+	}
+	if l.QueueTimeout == 0 {
+		l.QueueTimeout = time.Second
+	}
+	if l.ShutdownTimeout == 0 {
+		l.ShutdownTimeout = 30 * time.Second
+	}
+}
+
+// Minimum capacities: below these a tier cannot hold a useful block.
+const (
+	minDRAMCapacity = 1 << 20
+	minSSDCapacity  = 1 << 20
+)
+
+// Validate reports every invalid field, each naming the field and what it
+// may be.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...)))
+	}
+	if c.HTTP.Listen == "" {
+		bad("http.listen", "required: the HTTP API is the node's main interface (host:port, e.g. %s)", DefaultHTTPListen)
+	}
+	for _, l := range []struct {
+		field, addr string
+	}{{"http.listen", c.HTTP.Listen}, {"resp.listen", c.RESP.Listen}, {"transfer.listen", c.Transfer.Listen}} {
+		if l.addr == "" {
+			continue
+		}
+		if err := checkListen(l.addr); err != nil {
+			bad(l.field, "%q: %v", l.addr, err)
+			continue
+		}
+		if c.Auth.TokensFile == "" && !c.Insecure && !isLoopback(l.addr) {
+			bad(l.field, "%q is not a loopback address and authentication is off: set auth.tokens_file (--auth-tokens-file) or insecure (--insecure)", l.addr)
+		}
+	}
+	if c.DataDir == "" {
+		bad("data_dir", "required")
+	}
+	if c.DRAM.Capacity < minDRAMCapacity {
+		bad("dram.capacity", "%s is below the minimum of %s", c.DRAM.Capacity, ByteSize(minDRAMCapacity))
+	}
+	if !slices.Contains(policy.Names, c.DRAM.Policy) {
+		bad("dram.policy", "%q: want one of %s", c.DRAM.Policy, strings.Join(policy.Names, ", "))
+	}
+	if c.SSD.Capacity < minSSDCapacity {
+		bad("ssd.capacity", "%s is below the minimum of %s", c.SSD.Capacity, ByteSize(minSSDCapacity))
+	}
+	if _, err := block.ParseCodec(c.SSD.Compression); err != nil {
+		bad("ssd.compression", "%q: want none, s2 or zstd", c.SSD.Compression)
+	}
+	l := c.Limits
+	if l.MaxBlockSize <= 0 || l.MaxBlockSize > block.MaxPayload {
+		bad("limits.max_block_size", "%s: want 1B to 4GiB", l.MaxBlockSize)
+	} else if l.MaxBlockSize > c.DRAM.Capacity && l.MaxBlockSize > c.SSD.Capacity/2 {
+		bad("limits.max_block_size", "%s fits neither dram.capacity %s nor half of ssd.capacity %s", l.MaxBlockSize, c.DRAM.Capacity, c.SSD.Capacity)
+	}
+	if l.MaxBatchKeys < 1 || l.MaxBatchKeys > 1<<20 {
+		bad("limits.max_batch_keys", "%d: want 1 to 1048576", l.MaxBatchKeys)
+	}
+	if l.MaxBatchBytes < 1 {
+		bad("limits.max_batch_bytes", "%s: must be positive", l.MaxBatchBytes)
+	}
+	if l.MaxJSONBytes < 1<<10 {
+		bad("limits.max_json_bytes", "%s: want at least 1KiB", l.MaxJSONBytes)
+	}
+	if l.MaxInflightBytes < l.MaxBlockSize || l.MaxInflightBytes < l.MaxBatchBytes {
+		bad("limits.max_inflight_bytes", "%s: must be at least limits.max_block_size (%s) and limits.max_batch_bytes (%s), or such requests could never run", l.MaxInflightBytes, l.MaxBlockSize, l.MaxBatchBytes)
+	}
+	if l.MaxConnections < 1 {
+		bad("limits.max_connections", "%d: must be positive", l.MaxConnections)
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"limits.request_timeout", l.RequestTimeout}, {"limits.queue_timeout", l.QueueTimeout}, {"limits.shutdown_timeout", l.ShutdownTimeout}, {"contexts.max_ttl", c.Contexts.MaxTTL}} {
+		if d.v <= 0 {
+			bad(d.field, "%v: want a positive duration like 30s or 5m", d.v)
+		}
+	}
+	if c.Contexts.MaxContexts < 1 {
+		bad("contexts.max_contexts", "%d: must be positive", c.Contexts.MaxContexts)
+	}
+	if _, ok := logLevels[c.Log.Level]; !ok {
+		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", "%q: want text or json", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+var logLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port, e.g. 127.0.0.1:8080")
+	}
+	if port == "" {
+		return errors.New("missing port")
+	}
+	return nil
+}
+
+// isLoopback reports whether addr only listens on a loopback interface.
+// An empty host means all interfaces.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// LoadFile applies a YAML file to c. Fields the file does not set keep their
+// values; unknown fields are errors, so a typo is not silently ignored.
+func (c *Config) LoadFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && err != io.EOF {
+		return fmt.Errorf("%w: %s: %v", ErrInvalidConfig, path, err)
+	}
+	return nil
+}
+
+// EnvPrefix starts every environment variable the server reads.
+const EnvPrefix = "YUEBING_"
+
+// ApplyEnv applies YUEBING_* variables from environ (as os.Environ returns
+// it) to c. A variable is the field's YAML path in upper case with '_' for
+// '.': YUEBING_HTTP_LISTEN, YUEBING_DRAM_CAPACITY, YUEBING_LIMITS_MAX_BATCH_KEYS.
+// It returns the YUEBING_* variables that name no field, for a warning: other
+// yuebing commands may read variables of their own.
+func (c *Config) ApplyEnv(environ []string) (unknown []string, err error) {
+	fields := map[string]reflect.Value{}
+	collectEnvFields(reflect.ValueOf(c).Elem(), strings.TrimSuffix(EnvPrefix, "_"), fields)
+	var errs []error
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, EnvPrefix) {
+			continue
+		}
+		f, known := fields[name]
+		if !known {
+			unknown = append(unknown, name)
+			continue
+		}
+		if f.Kind() == reflect.String {
+			f.SetString(val)
+			continue
+		}
+		node := yaml.Node{Kind: yaml.ScalarNode, Value: val}
+		if err := node.Decode(f.Addr().Interface()); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %s=%q: %v", ErrInvalidConfig, name, val, err))
+		}
+	}
+	return unknown, errors.Join(errs...)
+}
+
+func collectEnvFields(v reflect.Value, prefix string, out map[string]reflect.Value) {
+	t := v.Type()
+	for i := range t.NumField() {
+		tag := t.Field(i).Tag.Get("yaml")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		name := prefix + "_" + strings.ToUpper(tag)
+		f := v.Field(i)
+		if f.Kind() == reflect.Struct {
+			collectEnvFields(f, name, out)
+			continue
+		}
+		out[name] = f
+	}
+}
+
+// EnvNames lists the environment variables ApplyEnv reads, sorted.
+func EnvNames() []string {
+	var c Config
+	fields := map[string]reflect.Value{}
+	collectEnvFields(reflect.ValueOf(&c).Elem(), strings.TrimSuffix(EnvPrefix, "_"), fields)
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// YAML returns the configuration as a YAML document. It holds no secrets:
+// the tokens file is named, never read.
+func (c *Config) YAML() ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// ByteSize is a byte count written as operators write it: "4GiB",
+// "512MiB", "1048576".
+type ByteSize int64
+
+func (s ByteSize) String() string { return bytesize.Format(int64(s)) }
+
+// MarshalText implements encoding.TextMarshaler. It prints the short form
+// only when that reads back exactly, so a printed config loads unchanged.
+func (s ByteSize) MarshalText() ([]byte, error) {
+	if f := s.String(); mustParse(f) == int64(s) {
+		return []byte(f), nil
+	}
+	return []byte(strconv.FormatInt(int64(s), 10)), nil
+}
+
+func mustParse(s string) int64 {
+	n, err := bytesize.Parse(s)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *ByteSize) UnmarshalText(b []byte) error {
+	n, err := bytesize.Parse(string(b))
+	if err != nil {
+		return err
+	}
+	*s = ByteSize(n)
+	return nil
+}

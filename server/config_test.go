@@ -1,0 +1,132 @@
+package server
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func validConfig(t *testing.T) Config {
+	t.Helper()
+	c := DefaultConfig()
+	c.DataDir = t.TempDir()
+	c.DRAM.Capacity = 64 << 20
+	c.SSD.Capacity = 256 << 20
+	c.EnsureDefaults()
+	return c
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c := DefaultConfig()
+	c.DataDir = filepath.Join(t.TempDir(), "not", "yet")
+	c.EnsureDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.Listen != "127.0.0.1:8080" || c.RESP.Listen != "127.0.0.1:6380" || c.Transfer.Listen != "127.0.0.1:7070" {
+		t.Fatalf("listeners %+v %+v %+v", c.HTTP, c.RESP, c.Transfer)
+	}
+	if c.DRAM.Capacity <= 0 || c.DRAM.Capacity > 4<<30 || c.SSD.Capacity <= 0 || c.SSD.Capacity > 64<<30 {
+		t.Fatalf("derived capacities dram %v ssd %v", c.DRAM.Capacity, c.SSD.Capacity)
+	}
+	if _, err := os.Stat(c.DataDir); !os.IsNotExist(err) {
+		t.Fatal("EnsureDefaults created the data directory")
+	}
+}
+
+func TestConfigValidateReportsEveryField(t *testing.T) {
+	c := validConfig(t)
+	c.HTTP.Listen = "0.0.0.0:8080"
+	c.RESP.Listen = "nonsense"
+	c.DRAM.Policy = "mru"
+	c.SSD.Compression = "lz4"
+	c.SSD.Capacity = 1000
+	c.Limits.MaxBatchKeys = -1
+	c.Limits.RequestTimeout = -time.Second
+	c.Log.Level = "loud"
+	err := c.Validate()
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Validate = %v", err)
+	}
+	for _, want := range []string{
+		"http.listen", "not a loopback address", "--insecure",
+		"resp.listen", "host:port",
+		"dram.policy", "lru",
+		"ssd.compression", "none, s2 or zstd",
+		"ssd.capacity", "limits.max_batch_keys", "limits.request_timeout", "log.level",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate error lacks %q:\n%v", want, err)
+		}
+	}
+	// Auth or --insecure makes a public address acceptable.
+	c = validConfig(t)
+	c.HTTP.Listen = "0.0.0.0:8080"
+	c.Insecure = true
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Insecure, c.Auth.TokensFile = false, "/etc/tokens.yaml"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConfigLayers(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "y.yaml")
+	os.WriteFile(file, []byte("http:\n  listen: 127.0.0.1:9000\ndram:\n  capacity: 2GiB\nresp:\n  listen: \"\"\nlimits:\n  request_timeout: 5s\n"), 0o600)
+	c := DefaultConfig()
+	if err := c.LoadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.Listen != "127.0.0.1:9000" || c.DRAM.Capacity != 2<<30 || c.RESP.Listen != "" || c.Limits.RequestTimeout != 5*time.Second || c.Transfer.Listen != DefaultTransferListen {
+		t.Fatalf("after file: %+v", c)
+	}
+	unknown, err := c.ApplyEnv([]string{"YUEBING_DRAM_CAPACITY=512MiB", "YUEBING_LIMITS_MAX_BATCH_KEYS=99", "YUEBING_INSECURE=true", "YUEBING_TRANSFER_LISTEN=", "YUEBING_NOPE=1", "PATH=/bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DRAM.Capacity != 512<<20 || c.Limits.MaxBatchKeys != 99 || !c.Insecure || c.Transfer.Listen != "" || len(unknown) != 1 || unknown[0] != "YUEBING_NOPE" {
+		t.Fatalf("after env: %+v, unknown %v", c, unknown)
+	}
+	if _, err := c.ApplyEnv([]string{"YUEBING_DRAM_CAPACITY=lots"}); err == nil || !strings.Contains(err.Error(), "YUEBING_DRAM_CAPACITY") {
+		t.Fatalf("bad env value: %v", err)
+	}
+	os.WriteFile(file, []byte("dram:\n  capacty: 1GiB\n"), 0o600)
+	if err := c.LoadFile(file); err == nil || !strings.Contains(err.Error(), "capacty") {
+		t.Fatalf("typo in file: %v", err)
+	}
+	for _, n := range []string{"YUEBING_HTTP_LISTEN", "YUEBING_DATA_DIR", "YUEBING_AUTH_TOKENS_FILE", "YUEBING_SSD_CAPACITY"} {
+		found := false
+		for _, e := range EnvNames() {
+			found = found || e == n
+		}
+		if !found {
+			t.Errorf("EnvNames lacks %s", n)
+		}
+	}
+}
+
+func TestConfigYAMLRoundTrip(t *testing.T) {
+	c := validConfig(t)
+	c.DRAM.Capacity = 3<<30 + 12345
+	c.Auth.TokensFile = "/etc/yuebing/tokens.yaml"
+	out, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(file, out, 0o600)
+	var back Config
+	if err := back.LoadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	back.Banner, back.Logger = c.Banner, c.Logger
+	if back != c {
+		t.Fatalf("round trip changed the config:\n%s\n%+v\n%+v", out, back, c)
+	}
+}

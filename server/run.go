@@ -1,0 +1,294 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/yuebing/yuebing/server/auth"
+	"github.com/yuebing/yuebing/tier"
+	"github.com/yuebing/yuebing/tier/dram"
+	"github.com/yuebing/yuebing/tier/ssd"
+)
+
+// Node is a running cache node: the store and the services in front of it.
+type Node struct {
+	cfg      Config
+	log      *slog.Logger
+	store    *tier.Hierarchy
+	api      *API
+	services []*service
+	failed   chan error // the first service that stops on its own
+	wg       sync.WaitGroup
+	once     sync.Once
+	shutErr  error
+}
+
+// service is one listener and what serves it. Services start and stop
+// together: adding a front end is one more entry.
+type service struct {
+	name     string
+	ln       net.Listener
+	serve    func(net.Listener) error // returns when shut down
+	shutdown func(context.Context) error
+	close    func() error // forcibly, when shutdown runs out of time
+}
+
+// Run starts a node and serves until ctx ends or a service fails, then
+// shuts down gracefully: stop accepting, drain requests in flight (bounded
+// by limits.shutdown_timeout), persist contexts, flush DRAM to SSD, close
+// the store.
+func Run(ctx context.Context, cfg Config) error {
+	n, err := Start(cfg)
+	if err != nil {
+		return err
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		n.log.Info("server: shutting down")
+	case serveErr = <-n.failed:
+		n.log.Error("server: a service stopped", "err", serveErr)
+	}
+	return errors.Join(serveErr, n.Shutdown())
+}
+
+// Start validates cfg, opens the store, binds every listener and starts
+// serving. Listener addresses with port 0 get a free port; Addr reports it.
+func Start(cfg Config) (*Node, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = newLogger(cfg.Log, os.Stderr)
+	}
+	var tokens *auth.Tokens
+	if cfg.Auth.TokensFile != "" {
+		var err error
+		if tokens, err = auth.Load(cfg.Auth.TokensFile); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("server: data_dir: %w", err)
+	}
+	store, err := openStore(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: logger, store: store, failed: make(chan error, 1)}
+	n.api, err = NewAPI(APIOptions{
+		Store: store, Tokens: tokens, Limits: cfg.Limits, Contexts: cfg.Contexts,
+		ContextsFile: filepath.Join(cfg.DataDir, "contexts.json"), Logger: logger,
+	})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	if err := n.listen(); err != nil {
+		n.api.Close()
+		store.Close()
+		return nil, err
+	}
+	n.banner(tokens)
+	for _, s := range n.services {
+		n.wg.Go(func() {
+			if err := s.serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				select {
+				case n.failed <- fmt.Errorf("server: %s: %w", s.name, err):
+				default:
+				}
+			}
+		})
+	}
+	return n, nil
+}
+
+func newLogger(c LogConfig, w io.Writer) *slog.Logger {
+	ho := &slog.HandlerOptions{Level: logLevels[c.Level]}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+func openStore(cfg Config, logger *slog.Logger) (*tier.Hierarchy, error) {
+	maxBlock := int64(cfg.Limits.MaxBlockSize)
+	d, err := dram.New(dram.Options{
+		Capacity: int64(cfg.DRAM.Capacity), MaxBlockSize: min(maxBlock, int64(cfg.DRAM.Capacity)),
+		Policy: cfg.DRAM.Policy, EagerChecksum: cfg.DRAM.EagerChecksum, Prefault: cfg.DRAM.Prefault, Logger: logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: dram tier: %w", err)
+	}
+	s, err := ssd.Open(ssd.Options{
+		Dir: filepath.Join(cfg.DataDir, "ssd"), Capacity: int64(cfg.SSD.Capacity),
+		MaxBlockSize: min(maxBlock, int64(cfg.SSD.Capacity)/2),
+		Compression:  cfg.SSD.Compression, NoSync: cfg.SSD.NoSync, Logger: logger,
+	})
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("server: ssd tier: %w", err)
+	}
+	h, err := tier.NewHierarchy([]tier.Tier{d, s}, tier.HierarchyOptions{Logger: logger})
+	if err != nil {
+		d.Close()
+		s.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// listen binds every configured listener before any serves, so a port in
+// use fails the start instead of leaving a half-started node.
+func (n *Node) listen() error {
+	srv := &http.Server{
+		Handler:           n.api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          log.New(slogWriter{n.log}, "", 0),
+	}
+	ln, err := net.Listen("tcp", n.cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("server: http.listen: %w", err)
+	}
+	n.services = append(n.services, &service{
+		name: "http", ln: limitListener(ln, n.cfg.Limits.MaxConnections),
+		serve: srv.Serve, shutdown: srv.Shutdown, close: srv.Close,
+	})
+	// The RESP front end and the transfer service are configured here
+	// and join this list when they are served.
+	return nil
+}
+
+// slogWriter carries net/http's internal log lines (TLS noise, handler
+// panics) into the node's logger.
+type slogWriter struct{ log *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.log.Warn("server: http", "msg", string(p))
+	return len(p), nil
+}
+
+// Addr returns the bound address of the named service ("http"), or nil.
+func (n *Node) Addr(name string) net.Addr {
+	for _, s := range n.services {
+		if s.name == name {
+			return s.ln.Addr()
+		}
+	}
+	return nil
+}
+
+// Store returns the node's block store.
+func (n *Node) Store() *tier.Hierarchy { return n.store }
+
+// API returns the node's HTTP API.
+func (n *Node) API() *API { return n.api }
+
+// Failed delivers the error of a service that stopped on its own.
+func (n *Node) Failed() <-chan error { return n.failed }
+
+// Shutdown stops the node gracefully; see Run. It is safe to call more
+// than once.
+func (n *Node) Shutdown() error {
+	n.once.Do(func() { n.shutErr = n.shutdown() })
+	return n.shutErr
+}
+
+func (n *Node) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Limits.ShutdownTimeout)
+	defer cancel()
+	n.api.SetDraining()
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, s := range n.services {
+		wg.Go(func() {
+			if err := s.shutdown(ctx); err != nil {
+				n.log.Warn("server: requests still running at the shutdown deadline; closing their connections", "service", s.name, "err", err)
+				s.close()
+				if !errors.Is(err, context.DeadlineExceeded) {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	n.wg.Wait()
+	if err := n.api.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("server: persisting contexts: %w", err))
+	}
+	// Flushing gets a budget of its own: a drain that used all of its
+	// budget must not cost the DRAM blocks their way to SSD.
+	fctx, fcancel := context.WithTimeout(context.Background(), n.cfg.Limits.ShutdownTimeout)
+	defer fcancel()
+	start := time.Now()
+	moved, err := n.store.Flush(fctx)
+	n.log.Info("server: flushed DRAM blocks to SSD", "blocks", moved, "took", time.Since(start).Round(time.Millisecond), "err", err)
+	if err := n.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("server: closing the store: %w", err))
+	}
+	n.log.Info("server: stopped")
+	return errors.Join(errs...)
+}
+
+// limitListener accepts at most n connections at a time; more wait in the
+// kernel's accept queue, so memory per connection stays bounded.
+func limitListener(ln net.Listener, n int) net.Listener {
+	return &limitedListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+type limitedListener struct {
+	net.Listener
+	sem       chan struct{}
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+}
+
+func (l *limitedListener) Accept() (net.Conn, error) {
+	// Waiting for a slot must end when the listener closes: Shutdown waits
+	// for Serve to return before it closes idle connections.
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+func (l *limitedListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
