@@ -31,7 +31,7 @@ func NewService(d *Driver, l Limits) (*Service, error) {
 
 // Register mounts the conductor endpoints under /v1/conductor on r.
 func (s *Service) Register(r gin.IRouter) {
-	g := r.Group("/v1/conductor")
+	g := r.Group("/conductor")
 	g.POST("/instances", s.addInstance)
 	g.GET("/instances", s.listInstances)
 	g.GET("/instances/:id", s.getInstance)
@@ -49,7 +49,7 @@ func (s *Service) Handler() http.Handler {
 	r := gin.New()
 	r.Use(gin.Recovery())
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	s.Register(r)
+	s.Register(r.Group("/v1"))
 	r.NoRoute(func(c *gin.Context) {
 		writeError(c, http.StatusNotFound, "not_found", "no such endpoint: "+c.Request.Method+" "+c.Request.URL.Path)
 	})

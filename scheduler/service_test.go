@@ -252,8 +252,9 @@ func TestServiceMountable(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := gin.New()
-	r.GET("/v1/other", func(c *gin.Context) { c.String(200, "other") })
-	svc.Register(r)
+	v1 := r.Group("/v1")
+	v1.GET("/other", func(c *gin.Context) { c.String(200, "other") })
+	svc.Register(v1)
 	srv := httptest.NewServer(r)
 	defer srv.Close()
 	c := apiClient{t, srv.URL}

@@ -46,6 +46,10 @@ type APIOptions struct {
 	Now func() time.Time
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Mount, if set, adds routes to the authenticated /v1 group: the
+	// embedded conductor. Requests reach them with the same limits and
+	// authentication as the API's own.
+	Mount func(v1 gin.IRouter)
 }
 
 // API is the HTTP API of a cache node: blocks, batches, contexts and admin
@@ -178,7 +182,21 @@ func (a *API) routes() *gin.Engine {
 
 	v1.GET("/stats", a.getStats)
 	v1.GET("/tiers", a.getTiers)
+	if a.opts.Mount != nil {
+		a.opts.Mount(v1)
+	}
 	return r
+}
+
+// AdminOnly is middleware for mounted routes that need the admin role when
+// authentication is on (with it off every caller is an admin).
+func (a *API) AdminOnly(c *gin.Context) {
+	if err := requireAdmin(principal(c)); err != nil {
+		a.fail(c, err)
+		c.Abort()
+		return
+	}
+	c.Next()
 }
 
 // Errors only the router produces.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gin-gonic/gin"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -54,6 +55,8 @@ type nodeOpts struct {
 	contexts ContextsConfig
 	dir      string
 	now      func() time.Time
+	// conductor mounts the embedded conductor, as `yuebing serve` does.
+	conductor bool
 }
 
 func newTestStore(t testing.TB, dir string, dramCap int64) *tier.Hierarchy {
@@ -89,10 +92,23 @@ func startNode(t testing.TB, o nodeOpts) *testNode {
 			t.Fatal(err)
 		}
 	}
-	api, err := NewAPI(APIOptions{
+	opts := APIOptions{
 		Store: store, Tokens: toks, Limits: o.limits, Contexts: o.contexts,
 		ContextsFile: filepath.Join(o.dir, "contexts.json"), Now: o.now,
-	})
+	}
+	var api *API
+	if o.conductor {
+		cc := ConductorConfig{Enabled: true}
+		cc.ensureDefaults()
+		_, svc, err := newConductor(cc, o.limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Mount = func(v1 gin.IRouter) {
+			svc.Register(v1.Group("", func(c *gin.Context) { api.AdminOnly(c) }))
+		}
+	}
+	api, err := NewAPI(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -844,5 +860,37 @@ func TestFramedBodyExample(t *testing.T) {
 	}
 	if resp := do(t, n, "GET", "/v1/blocks/"+k.String(), "", nil, nil); string(resp.body) != "hello" || resp.header.Get(HeaderCRC) != "9a71bb4c" {
 		t.Fatalf("example block: %q, crc %s", resp.body, resp.header.Get(HeaderCRC))
+	}
+}
+
+// TestEmbeddedConductor: the conductor answers under /v1/conductor on the
+// node's own listener, and with authentication on only an admin may use it.
+func TestEmbeddedConductor(t *testing.T) {
+	n := startNode(t, nodeOpts{auth: true, conductor: true})
+	do := func(token, method, path, body string) int {
+		req, _ := http.NewRequest(method, n.srv.URL+path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	inst := `{"id":"p0","role":"prefill","addr":"10.0.0.1:8000"}`
+	if got := do("", "GET", "/v1/conductor/instances", ""); got != http.StatusUnauthorized {
+		t.Fatalf("without a token: %d", got)
+	}
+	if got := do(tokAlpha, "POST", "/v1/conductor/instances", inst); got != http.StatusForbidden {
+		t.Fatalf("tenant registering an instance: %d", got)
+	}
+	if got := do(tokAdmin, "POST", "/v1/conductor/instances", inst); got != http.StatusCreated {
+		t.Fatalf("admin registering an instance: %d", got)
+	}
+	if got := do(tokAdmin, "GET", "/v1/conductor/instances/p0", ""); got != http.StatusOK {
+		t.Fatalf("admin reading the instance: %d", got)
 	}
 }

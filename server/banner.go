@@ -41,6 +41,9 @@ func (n *Node) banner(tokens *auth.Tokens) {
 	default:
 		fmt.Fprintf(w, "  auth\toff (loopback only)\n")
 	}
+	if cc := c.Conductor; cc.Enabled {
+		fmt.Fprintf(w, "  conductor\thttp://%s/v1/conductor (%s, %s rejection)\n", n.Addr("http"), cc.Policy, cc.Rejection)
+	}
 	if k := n.api.contexts.len(); k > 0 {
 		fmt.Fprintf(w, "  contexts\t%d restored\n", k)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/internal/bytesize"
+	"github.com/yuebing/yuebing/scheduler"
 	"github.com/yuebing/yuebing/tier/policy"
 )
 
@@ -37,13 +38,14 @@ type Config struct {
 	Insecure bool `yaml:"insecure"`
 	// DataDir holds the SSD tier and the contexts file. Default
 	// ./yuebing-data.
-	DataDir  string         `yaml:"data_dir"`
-	DRAM     DRAMConfig     `yaml:"dram"`
-	SSD      SSDConfig      `yaml:"ssd"`
-	Auth     AuthConfig     `yaml:"auth"`
-	Limits   Limits         `yaml:"limits"`
-	Contexts ContextsConfig `yaml:"contexts"`
-	Log      LogConfig      `yaml:"log"`
+	DataDir   string          `yaml:"data_dir"`
+	DRAM      DRAMConfig      `yaml:"dram"`
+	SSD       SSDConfig       `yaml:"ssd"`
+	Auth      AuthConfig      `yaml:"auth"`
+	Limits    Limits          `yaml:"limits"`
+	Contexts  ContextsConfig  `yaml:"contexts"`
+	Conductor ConductorConfig `yaml:"conductor"`
+	Log       LogConfig       `yaml:"log"`
 
 	// Logger overrides Log. Default: a handler on stderr as Log says.
 	Logger *slog.Logger `yaml:"-"`
@@ -137,6 +139,32 @@ type ContextsConfig struct {
 	MaxContexts int `yaml:"max_contexts"`
 }
 
+// ConductorConfig configures the embedded conductor (docs/conductor.md):
+// KV-cache-aware scheduling of prefill and decode instances at
+// /v1/conductor. `yuebing conductor` runs it alone with every knob; the
+// embedded one takes the common ones and the default profiles.
+type ConductorConfig struct {
+	// Enabled mounts the conductor's endpoints. Default true.
+	Enabled bool `yaml:"enabled"`
+	// Policy is random, load, cache-local or cache-global. Default
+	// cache-global (Algorithm 1).
+	Policy string `yaml:"policy"`
+	// Rejection is none, early or predicted. Default predicted.
+	Rejection string `yaml:"rejection"`
+	// BlockSize is the tokens per key of schedule requests given as
+	// tokens. Default 256.
+	BlockSize int `yaml:"block_size"`
+	// TTFTSLO and TBTSLO are the service levels a request must be able to
+	// meet to be admitted. Defaults 30s and 100ms.
+	TTFTSLO time.Duration `yaml:"ttft_slo"`
+	TBTSLO  time.Duration `yaml:"tbt_slo"`
+	// BandwidthGbps is the KV transfer bandwidth between instances.
+	// Default 800.
+	BandwidthGbps float64 `yaml:"bandwidth_gbps"`
+	// KVBytesPerToken of the model. Default 320KiB (LLaMA3-70B).
+	KVBytesPerToken ByteSize `yaml:"kv_bytes_per_token"`
+}
+
 // LogConfig configures logging to stderr.
 type LogConfig struct {
 	// Level is debug, info, warn or error. Default info.
@@ -158,9 +186,10 @@ const (
 // variable or flag setting one to "" disables it.
 func DefaultConfig() Config {
 	return Config{
-		HTTP:     ListenerConfig{Listen: DefaultHTTPListen},
-		RESP:     ListenerConfig{Listen: DefaultRESPListen},
-		Transfer: ListenerConfig{Listen: DefaultTransferListen},
+		HTTP:      ListenerConfig{Listen: DefaultHTTPListen},
+		RESP:      ListenerConfig{Listen: DefaultRESPListen},
+		Transfer:  ListenerConfig{Listen: DefaultTransferListen},
+		Conductor: ConductorConfig{Enabled: true},
 	}
 }
 
@@ -194,6 +223,7 @@ func (c *Config) EnsureDefaults() {
 	if c.Contexts.MaxContexts == 0 {
 		c.Contexts.MaxContexts = 10000
 	}
+	c.Conductor.ensureDefaults()
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
@@ -202,6 +232,30 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Banner == nil {
 		c.Banner = os.Stdout
+	}
+}
+
+func (c *ConductorConfig) ensureDefaults() {
+	if c.Policy == "" {
+		c.Policy = "cache-global"
+	}
+	if c.Rejection == "" {
+		c.Rejection = "predicted"
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = block.DefaultBlockSize
+	}
+	if c.TTFTSLO == 0 {
+		c.TTFTSLO = 30 * time.Second
+	}
+	if c.TBTSLO == 0 {
+		c.TBTSLO = 100 * time.Millisecond
+	}
+	if c.BandwidthGbps == 0 {
+		c.BandwidthGbps = 800
+	}
+	if c.KVBytesPerToken == 0 {
+		c.KVBytesPerToken = 320 << 10
 	}
 }
 
@@ -311,6 +365,26 @@ func (c *Config) Validate() error {
 	}
 	if c.Contexts.MaxContexts < 1 {
 		bad("contexts.max_contexts", "%d: must be positive", c.Contexts.MaxContexts)
+	}
+	if cc := c.Conductor; cc.Enabled {
+		if _, err := scheduler.ParsePolicy(cc.Policy); err != nil {
+			bad("conductor.policy", "%q: want random, load, cache-local or cache-global", cc.Policy)
+		}
+		if _, err := scheduler.ParseRejection(cc.Rejection); err != nil {
+			bad("conductor.rejection", "%q: want none, early or predicted", cc.Rejection)
+		}
+		if err := block.ValidateBlockSize(cc.BlockSize); err != nil {
+			bad("conductor.block_size", "%d: want %d to %d", cc.BlockSize, block.MinBlockSize, block.MaxBlockSize)
+		}
+		if cc.TTFTSLO <= 0 || cc.TBTSLO <= 0 {
+			bad("conductor.ttft_slo / conductor.tbt_slo", "want positive durations like 30s and 100ms")
+		}
+		if cc.BandwidthGbps <= 0 {
+			bad("conductor.bandwidth_gbps", "%v: must be positive", cc.BandwidthGbps)
+		}
+		if cc.KVBytesPerToken <= 0 {
+			bad("conductor.kv_bytes_per_token", "%s: must be positive", cc.KVBytesPerToken)
+		}
 	}
 	if _, ok := logLevels[c.Log.Level]; !ok {
 		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)

@@ -36,7 +36,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 			}
 		}
 	}
-	n := startNode(t, nodeOpts{})
+	n := startNode(t, nodeOpts{conductor: true})
 	param := regexp.MustCompile(`[:*]([A-Za-z_]+)`)
 	var registered []string
 	for _, r := range n.api.Engine().Routes() {

@@ -14,6 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
+	"github.com/yuebing/yuebing/scheduler"
 	"github.com/yuebing/yuebing/server/auth"
 	"github.com/yuebing/yuebing/tier"
 	"github.com/yuebing/yuebing/tier/dram"
@@ -28,9 +31,13 @@ type Node struct {
 	api      *API
 	services []*service
 	failed   chan error // the first service that stops on its own
-	wg       sync.WaitGroup
-	once     sync.Once
-	shutErr  error
+	// stopBackground ends background loops that are not listeners (the
+	// conductor's driver); bg waits for them.
+	stopBackground context.CancelFunc
+	bg             sync.WaitGroup
+	wg             sync.WaitGroup
+	once           sync.Once
+	shutErr        error
 }
 
 // service is one listener and what serves it. Services start and stop
@@ -88,15 +95,33 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: logger, store: store, failed: make(chan error, 1)}
-	n.api, err = NewAPI(APIOptions{
+	apiOpts := APIOptions{
 		Store: store, Tokens: tokens, Limits: cfg.Limits, Contexts: cfg.Contexts,
 		ContextsFile: filepath.Join(cfg.DataDir, "contexts.json"), Logger: logger,
-	})
+	}
+	bgCtx, stopBackground := context.WithCancel(context.Background())
+	n.stopBackground = stopBackground
+	if cfg.Conductor.Enabled {
+		d, svc, err := newConductor(cfg.Conductor, cfg.Limits)
+		if err != nil {
+			store.Close()
+			return nil, err
+		}
+		// Placement is infrastructure: gateways and engines call it with
+		// an admin (service) token when authentication is on.
+		apiOpts.Mount = func(v1 gin.IRouter) { svc.Register(v1.Group("", n.adminOnly)) }
+		n.bg.Go(func() { d.Run(bgCtx) })
+	}
+	n.api, err = NewAPI(apiOpts)
 	if err != nil {
+		n.stopBackground()
+		n.bg.Wait()
 		store.Close()
 		return nil, err
 	}
 	if err := n.listen(); err != nil {
+		n.stopBackground()
+		n.bg.Wait()
 		n.api.Close()
 		store.Close()
 		return nil, err
@@ -113,6 +138,26 @@ func Start(cfg Config) (*Node, error) {
 		})
 	}
 	return n, nil
+}
+
+// adminOnly defers to the API's check; the API does not exist yet when its
+// mounted routes are declared.
+func (n *Node) adminOnly(c *gin.Context) { n.api.AdminOnly(c) }
+
+// newConductor builds the embedded conductor with the default profiles.
+func newConductor(cc ConductorConfig, limits Limits) (*scheduler.Driver, *scheduler.Service, error) {
+	pol, _ := scheduler.ParsePolicy(cc.Policy)
+	rej, _ := scheduler.ParseRejection(cc.Rejection)
+	d, err := scheduler.NewDriver(scheduler.DriverOptions{Core: scheduler.Options{
+		Policy: pol, Rejection: rej, BlockSize: cc.BlockSize,
+		TTFTSLO: cc.TTFTSLO, TBTSLO: cc.TBTSLO,
+		Bandwidth: cc.BandwidthGbps * 1e9 / 8, KVBytesPerToken: int64(cc.KVBytesPerToken),
+	}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("server: conductor: %w", err)
+	}
+	svc, err := scheduler.NewService(d, scheduler.Limits{MaxKeys: limits.MaxBatchKeys})
+	return d, svc, err
 }
 
 func newLogger(c LogConfig, w io.Writer) *slog.Logger {
@@ -230,6 +275,8 @@ func (n *Node) shutdown() error {
 	}
 	wg.Wait()
 	n.wg.Wait()
+	n.stopBackground()
+	n.bg.Wait()
 	if err := n.api.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("server: persisting contexts: %w", err))
 	}

@@ -51,6 +51,7 @@ DRAM blocks to SSD. See docs/operations.md.`,
 // serveFlags are the flags of serve and config. Only flags given on the
 // command line override the file and the environment.
 type serveFlags struct {
+	conductor                                bool
 	configFile                               string
 	httpListen, respListen, transferListen   string
 	dataDir, dramCapacity, ssdCapacity       string
@@ -78,6 +79,7 @@ func (s *serveFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&s.ssdNoSync, "ssd-no-sync", false, "acknowledge SSD writes before they are flushed to the device")
 	f.StringVar(&s.tokensFile, "auth-tokens-file", "", "YAML file of bearer tokens: token: {tenant: NAME, role: admin|tenant}")
 	f.BoolVar(&s.insecure, "insecure", false, "allow a non-loopback listener without authentication")
+	f.BoolVar(&s.conductor, "conductor", true, "embed the conductor (KV-cache-aware scheduling) at /v1/conductor; its settings are under conductor: in --config")
 	f.StringVar(&s.maxBlockSize, "max-block-size", "", "largest block (default 256MiB)")
 	f.IntVar(&s.maxBatchKeys, "max-batch-keys", 0, "most keys in one batch call or context (default 4096)")
 	f.StringVar(&s.maxBatchBytes, "max-batch-bytes", "", "most block bytes in one multi-put or multi-get (default 256MiB)")
@@ -153,6 +155,9 @@ func (s *serveFlags) config(cmd *cobra.Command) (server.Config, error) {
 	}
 	if changed("insecure") {
 		cfg.Insecure = s.insecure
+	}
+	if changed("conductor") {
+		cfg.Conductor.Enabled = s.conductor
 	}
 	if changed("max-batch-keys") {
 		cfg.Limits.MaxBatchKeys = s.maxBatchKeys
