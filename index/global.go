@@ -119,7 +119,11 @@ type Global struct {
 		// hash places the slot and doubles as a fingerprint, so probes
 		// read a key only on a 32-bit match and growth reads no keys.
 		slots []uint64
-		keys  []block.Key // id -> key
+		// keys holds the key of each id in chunks of keyChunk, so
+		// growth never copies gigabytes of keys (nor stalls the
+		// garbage collector behind one long copy).
+		keys [][]block.Key
+		next uint32 // ids ever allocated
 		// refs counts, per id, the nodes holding it plus the reservations
 		// of ReplaceNode calls in flight; an id is freed when it drops to 0.
 		refs  []uint32
@@ -185,7 +189,6 @@ func NewGlobal(opts GlobalOptions) *Global {
 		n *= 2
 	}
 	g.mu.slots = make([]uint64, n)
-	g.mu.keys = make([]block.Key, 0, opts.InitialBlocks)
 	g.mu.refs = make([]uint32, 0, opts.InitialBlocks)
 	return g
 }
@@ -532,7 +535,7 @@ func (g *Global) NodeLen(node uint32) int {
 func (g *Global) MemoryBytes() int64 {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	n := int64(len(g.mu.slots))*8 + int64(cap(g.mu.keys))*block.KeySize +
+	n := int64(len(g.mu.slots))*8 + int64(len(g.mu.keys))*keyChunk*block.KeySize +
 		int64(cap(g.mu.refs))*4 + int64(cap(g.mu.free))*4 +
 		int64(cap(g.mu.nodes))*int64(unsafe.Sizeof((*nodeSet)(nil)))
 	for _, s := range g.mu.nodes {
@@ -551,6 +554,12 @@ func (g *Global) MemoryBytes() int64 {
 
 // The key table.
 
+// keyChunk is the number of keys per chunk: 2 MiB of keys, small against
+// millions of blocks, large enough that the chunk list stays short.
+const keyChunk = 1 << 16
+
+func (g *Global) keyLocked(id uint32) *block.Key { return &g.mu.keys[id/keyChunk][id%keyChunk] }
+
 func (g *Global) hash32(k *block.Key) uint32 { return uint32(seededHash(&g.seed, k)) }
 
 // lookupLocked returns the id of k.
@@ -563,7 +572,7 @@ func (g *Global) lookupLocked(k *block.Key) (uint32, bool) {
 		if v == 0 {
 			return 0, false
 		}
-		if uint32(v>>32) == h && g.mu.keys[uint32(v)-1] == *k {
+		if uint32(v>>32) == h && *g.keyLocked(uint32(v) - 1) == *k {
 			return uint32(v) - 1, true
 		}
 	}
@@ -580,7 +589,7 @@ func (g *Global) internLocked(k *block.Key) (id uint32, created bool) {
 		if v == 0 {
 			break
 		}
-		if uint32(v>>32) == h && g.mu.keys[uint32(v)-1] == *k {
+		if uint32(v>>32) == h && *g.keyLocked(uint32(v) - 1) == *k {
 			return uint32(v) - 1, false
 		}
 	}
@@ -593,13 +602,17 @@ func (g *Global) internLocked(k *block.Key) (id uint32, created bool) {
 	if n := len(g.mu.free); n > 0 {
 		id = g.mu.free[n-1]
 		g.mu.free = g.mu.free[:n-1]
-		g.mu.keys[id] = *k
+		*g.keyLocked(id) = *k
 	} else {
-		if len(g.mu.keys) == 1<<32-1 {
+		if g.mu.next == 1<<32-1 {
 			panic("BUG: index: more than 2^32-1 distinct blocks")
 		}
-		id = uint32(len(g.mu.keys))
-		g.mu.keys = append(g.mu.keys, *k)
+		id = g.mu.next
+		g.mu.next++
+		if int(id/keyChunk) == len(g.mu.keys) {
+			g.mu.keys = append(g.mu.keys, make([]block.Key, keyChunk))
+		}
+		*g.keyLocked(id) = *k
 		g.mu.refs = append(g.mu.refs, 0)
 	}
 	g.mu.slots[pos] = uint64(h)<<32 | uint64(id+1)
@@ -616,7 +629,7 @@ func (g *Global) releaseLocked(id uint32) {
 	if g.mu.refs[id] > 0 {
 		return
 	}
-	k := &g.mu.keys[id]
+	k := g.keyLocked(id)
 	h := g.hash32(k)
 	slots := g.mu.slots
 	mask := uint32(len(slots) - 1)
