@@ -97,14 +97,21 @@ func splitmix(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-// hash mixes the key with the seed, so keys chosen by a client cannot aim at
-// one counter unless the seed is known.
+// hash mixes all 32 key bytes with the seed (wyhash's folded 128-bit
+// products, as index's key tables do), so neither structured keys nor keys
+// chosen by a client aim at a few counters unless the seed is known. It
+// returns the two hashes of double hashing; the second is odd, so the rows
+// probe distinct counters.
 func (s *sketch) hash(k *block.Key) (uint64, uint64) {
-	a := binary.LittleEndian.Uint64(k[0:]) ^ binary.LittleEndian.Uint64(k[16:]) ^ s.seed[0]
-	b := binary.LittleEndian.Uint64(k[8:]) ^ binary.LittleEndian.Uint64(k[24:]) ^ s.seed[1]
-	h1, l1 := bits.Mul64(a, 0xa0761d6478bd642f)
-	h2, l2 := bits.Mul64(b, 0xe7037ed1a0b428db)
-	return h1 ^ l1 ^ h2, (h2 ^ l2 ^ l1) | 1
+	a := mum(binary.LittleEndian.Uint64(k[0:])^s.seed[0], binary.LittleEndian.Uint64(k[8:])^s.seed[1])
+	b := mum(binary.LittleEndian.Uint64(k[16:])^s.seed[1], binary.LittleEndian.Uint64(k[24:])^s.seed[0])
+	h := mum(a^0xa0761d6478bd642f, b^0xe7037ed1a0b428db)
+	return h, splitmix(h) | 1
+}
+
+func mum(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
 }
 
 // age halves every counter once per aging period that has begun since the

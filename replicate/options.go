@@ -34,8 +34,9 @@ type Options struct {
 	Cooldown time.Duration
 
 	// TrackFloor is the sketch estimate at which a block's heat starts being
-	// counted exactly, in a window of its own. Default 8 (a quarter of the
-	// default HotHits, so a block is tracked well before it is hot).
+	// counted exactly, in a window of its own. Default: a quarter of
+	// HotHits, at least 2 (8 with the default HotHits), so a block is
+	// tracked well before it is hot.
 	TrackFloor uint32
 	// MaxHot bounds the blocks tracked for their heat; when it is reached, a
 	// new block replaces the coldest of a sample of tracked blocks, if it is
@@ -99,7 +100,7 @@ func (o *Options) EnsureDefaults() {
 		o.Cooldown = o.Window
 	}
 	if o.TrackFloor == 0 {
-		o.TrackFloor = 8
+		o.TrackFloor = max(2, o.HotHits/4)
 	}
 	if o.MaxHot == 0 {
 		o.MaxHot = 65536
