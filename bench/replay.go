@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Trace is a request trace prepared for replay. Hash ids are renumbered to
@@ -24,6 +25,7 @@ type Trace struct {
 type traceReq struct {
 	start, end  int32 // ids[start:end] are the request's blocks
 	inputTokens int64
+	at          time.Duration // arrival since the start of the trace
 }
 
 // NoParent is the parent of a chain's first block.
@@ -97,7 +99,7 @@ func (b *traceBuilder) add(r Request) error {
 		t.ids = append(t.ids, id)
 		prev = id
 	}
-	t.reqs = append(t.reqs, traceReq{start: start, end: int32(len(t.ids)), inputTokens: int64(r.InputLength)})
+	t.reqs = append(t.reqs, traceReq{start: start, end: int32(len(t.ids)), inputTokens: int64(r.InputLength), at: r.Timestamp})
 	return nil
 }
 
@@ -122,6 +124,9 @@ func (t *Trace) HashID(id int32) uint64 { return t.hash[id] }
 
 // Parent returns the block before id in its chain, or NoParent.
 func (t *Trace) Parent(id int32) int32 { return t.parent[id] }
+
+// Arrival returns when request i arrives, since the start of the trace.
+func (t *Trace) Arrival(i int) time.Duration { return t.reqs[i].at }
 
 // Request returns request i's dense block ids, first to last, and its input
 // tokens. The slice belongs to the Trace and must not be modified.
