@@ -96,11 +96,12 @@ const nodeStripes = 64
 // (ReplaceNode), so a new leader rebuilds it from the nodes alone.
 //
 // Layout: every key is interned to a dense uint32 id (a seeded open-addressing
-// table over a key array), and each node keeps one roaring bitmap of ids per
-// tier. docs/cluster.md compares this with one bitmap of node ids per key: it
-// needs about 2 bytes per (block, node) pair plus 45 per distinct block,
-// against over 150 per pair, and removing a node drops its bitmaps instead of
-// visiting every key.
+// table over chunks of keys), and each node keeps one roaring bitmap of ids
+// per tier. docs/cluster.md compares this with one bitmap of node ids per key:
+// about 50 bytes per block with one copy (each further copy at most 2) against
+// 260-280, prefix queries 16-22 times faster when few nodes hold the chain, a
+// 10x faster rebuild, and a node that reconnects or leaves costs its own
+// bitmaps instead of a visit to every key.
 //
 // All methods are safe for concurrent use. Readers share a read lock; Apply
 // holds the write lock for its batch; ReplaceNode and RemoveNode take it in

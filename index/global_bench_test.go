@@ -221,3 +221,52 @@ func BenchmarkGlobalReconnect(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGlobalPairBytes separates the cost of a block from the cost of a
+// copy: blocks spread over 16 nodes with 1 and with 3 copies each (on
+// consecutive nodes). B/pair is memory over (block, node) pairs;
+// marginal-B/pair, reported on the 3-copy run, is what each copy beyond the
+// first costs.
+func BenchmarkGlobalPairBytes(b *testing.B) {
+	blocks := 100_000
+	if *globalLarge {
+		blocks = 1_000_000
+	}
+	const nodes = 16
+	for _, l := range layouts {
+		var one float64 // bytes at 1 copy, for the marginal cost
+		for _, copies := range []int{1, 3} {
+			b.Run(fmt.Sprintf("%s/blocks=%d/copies=%d", l.name, blocks, copies), func(b *testing.B) {
+				var heap float64
+				for b.Loop() {
+					var before, after runtime.MemStats
+					runtime.GC()
+					runtime.ReadMemStats(&before)
+					x := l.new()
+					full := make([][]Held, nodes)
+					for i := range blocks {
+						for c := range copies {
+							n := (i + c) % nodes
+							full[n] = append(full[n], Held{Key: benchKey(uint64(i))})
+						}
+					}
+					for n := range full {
+						x.replaceNode(uint32(n), full[n])
+					}
+					full = nil
+					runtime.GC()
+					runtime.ReadMemStats(&after)
+					heap = float64(after.HeapAlloc) - float64(before.HeapAlloc)
+					runtime.KeepAlive(x)
+				}
+				pairs := float64(blocks * copies)
+				b.ReportMetric(heap/pairs, "B/pair")
+				if copies == 1 {
+					one = heap
+				} else if one > 0 {
+					b.ReportMetric((heap-one)/float64(blocks*(copies-1)), "marginal-B/pair")
+				}
+			})
+		}
+	}
+}
