@@ -71,10 +71,11 @@ type DRAMConfig struct {
 	// EagerChecksum computes each block's CRC-32C as it is written
 	// instead of on first use. Default false.
 	EagerChecksum bool `yaml:"eager_checksum"`
-	// Prefault touches the whole arena at start: start-up takes longer and
-	// the arena is resident at once, but puts into a fresh arena do not
-	// pay a page fault per page (about 3x faster puts until the arena has
-	// been filled once; docs/benchmarks.md). Default false.
+	// Prefault populates the whole arena before the node starts serving:
+	// start-up takes longer and the arena is resident at once. Default
+	// false: the arena is populated in the background right after start,
+	// so early puts may still meet page faults, which cost far more than
+	// the copy on virtual machines (docs/benchmarks.md).
 	Prefault bool `yaml:"prefault"`
 }
 

@@ -36,10 +36,20 @@ type Options struct {
 	// NoHugePages turns off transparent huge pages for the arena. Huge
 	// pages cut TLB misses on multi-megabyte blocks. Default false.
 	NoHugePages bool
-	// Prefault touches the whole arena at start, trading start-up time and
-	// immediate resident memory for no page faults on first writes.
-	// Default false.
+	// Prefault populates the whole arena before New returns, trading
+	// start-up time for no page faults on first writes. Default false:
+	// the arena is populated in the background instead (see
+	// NoBackgroundPrefault), so start-up stays instant and puts find warm
+	// pages soon after. A first write to a page costs a fault and zeroing,
+	// which on virtual machines runs at a few hundred MB/s
+	// (docs/benchmarks.md), an order of magnitude below copy bandwidth.
 	Prefault bool
+	// NoBackgroundPrefault leaves arena pages to be faulted in by the
+	// first write to each. Default false: a background goroutine asks the
+	// kernel to populate the arena 16 MiB at a time (MADV_POPULATE_WRITE,
+	// which never changes a page's contents, so it is safe beside puts);
+	// on kernels before 5.14 it stops at the first refusal.
+	NoBackgroundPrefault bool
 	// EagerChecksum computes every block's CRC-32C as it is written. By
 	// default a block's checksum is computed the first time something needs
 	// it (a demotion to SSD, a transfer, a reader that asks) and kept:
@@ -114,6 +124,12 @@ type DRAM struct {
 	arena   []byte
 	onEvict atomic.Pointer[tier.EvictHandler]
 
+	// prefault runs the background prefault; stopPrefault ends it and
+	// prefaulted is closed when it is done.
+	prefault     sync.WaitGroup
+	stopPrefault atomic.Bool
+	prefaulted   chan struct{}
+
 	mu struct {
 		sync.Mutex
 		alloc   *allocator
@@ -180,7 +196,26 @@ func New(opts Options) (*DRAM, error) {
 	d.mu.blocks = make(map[block.Key]*blk)
 	d.mu.policy = pol
 	d.mu.space = make(chan struct{})
+	d.prefaulted = make(chan struct{})
+	if opts.Prefault || opts.NoBackgroundPrefault {
+		close(d.prefaulted)
+	} else {
+		d.prefault.Go(d.populate)
+	}
 	return d, nil
+}
+
+// populate asks the kernel to back the arena with pages, a chunk at a time,
+// until done, refused or told to stop.
+func (d *DRAM) populate() {
+	defer close(d.prefaulted)
+	const chunk = 16 << 20
+	for off := 0; off < len(d.arena) && !d.stopPrefault.Load(); off += chunk {
+		if err := unix.Madvise(d.arena[off:min(off+chunk, len(d.arena))], unix.MADV_POPULATE_WRITE); err != nil {
+			d.opts.Logger.Debug("dram: background prefault stopped", "at", off, "err", err)
+			return
+		}
+	}
 }
 
 // Name implements tier.Tier.
@@ -583,6 +618,9 @@ func (d *DRAM) Stats() tier.Stats {
 // hierarchy demotes what it wants to keep before closing). The arena is
 // unmapped once every outstanding Handle and Writer is released.
 func (d *DRAM) Close() error {
+	// The prefault must be done with the arena before it can be unmapped.
+	d.stopPrefault.Store(true)
+	d.prefault.Wait()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.mu.closed {

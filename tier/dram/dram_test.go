@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/yuebing/yuebing/block"
 
@@ -208,5 +212,49 @@ func TestChecksumModes(t *testing.T) {
 		if err := d.Put(t.Context(), k2, v, bad); !errors.Is(err, tier.ErrChecksum) {
 			t.Fatalf("eager=%v: wrong checksum accepted: %v", eager, err)
 		}
+	}
+}
+
+// TestBackgroundPrefault: without a single put, the arena becomes resident,
+// and a tier in use meanwhile stays correct (the conformance suite runs
+// with the background prefault on, the default).
+func TestBackgroundPrefault(t *testing.T) {
+	d, err := New(Options{Capacity: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	select {
+	case <-d.prefaulted:
+	case <-time.After(time.Minute):
+		t.Fatal("background prefault did not finish")
+	}
+	vec := make([]byte, (len(d.arena)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&d.arena[0])), uintptr(len(d.arena)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal(errno)
+	}
+	missing := 0
+	for _, v := range vec {
+		if v&1 == 0 {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d arena pages are not resident after the prefault", missing, len(vec))
+	}
+}
+
+func TestCloseStopsPrefault(t *testing.T) {
+	d, err := New(Options{Capacity: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.prefaulted:
+	default:
+		t.Fatal("Close returned before the prefault stopped")
 	}
 }
