@@ -169,3 +169,72 @@ func tokenLabel(n int64) string {
 	}
 	return strconv.FormatInt(n, 10)
 }
+
+// PlotReplication draws replica counts over time, one panel per trace, in
+// the manner of the paper's Figure 11: for each rank N, the mean replica count
+// of the top N keys, solid with the replication core, dashed without it. It
+// writes a PNG to path.
+func PlotReplication(runs []ReplicationRun, o ReplicationOptions, path string) error {
+	o.EnsureDefaults()
+	var traces []string
+	for _, r := range runs {
+		if !slices.Contains(traces, r.Trace) {
+			traces = append(traces, r.Trace)
+		}
+	}
+	if len(traces) == 0 {
+		return fmt.Errorf("%w: nothing to plot", ErrOptions)
+	}
+	plots := make([][]*plot.Plot, 1)
+	for _, tr := range traces {
+		p := plot.New()
+		p.Title.Text = tr + " trace"
+		p.X.Label.Text = "time (minutes)"
+		p.Y.Label.Text = "mean replicas of the top keys"
+		p.Y.Min, p.Y.Max = 0, float64(o.Nodes)+0.5
+		p.Legend.Top = true
+		p.Legend.TextStyle.Font.Size = vg.Points(7)
+		p.Add(plotter.NewGrid())
+		for _, r := range runs {
+			if r.Trace != tr {
+				continue
+			}
+			for i, rank := range o.Ranks {
+				xy := make(plotter.XYs, len(r.Samples))
+				for j, s := range r.Samples {
+					xy[j] = plotter.XY{X: s.At.Minutes(), Y: s.MeanTop[i]}
+				}
+				l, err := plotter.NewLine(xy)
+				if err != nil {
+					return fmt.Errorf("bench: plot: %w", err)
+				}
+				l.Color = policyColor(i)
+				l.Width = vg.Points(1.4)
+				if r.Setup == SetupNoReplication {
+					l.Dashes = []vg.Length{vg.Points(3), vg.Points(2)}
+					l.Width = vg.Points(0.9)
+				}
+				p.Add(l)
+				p.Legend.Add(fmt.Sprintf("top %d, %s", rank, r.Setup), l)
+			}
+		}
+		plots[0] = append(plots[0], p)
+	}
+	const panelW, panelH = 4.6 * vg.Inch, 3.4 * vg.Inch
+	img := vgimg.NewWith(vgimg.UseWH(panelW*vg.Length(len(traces)), panelH), vgimg.UseDPI(110))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: len(traces), PadX: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	canvases := plot.Align(plots, tiles, dc)
+	for i, p := range plots[0] {
+		p.Draw(canvases[0][i])
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench: plot: %w", err)
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("bench: plot: %w", err)
+	}
+	return f.Close()
+}

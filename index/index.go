@@ -79,9 +79,12 @@ func New(opts Options) *Index {
 // every lookup into a linear scan; the secret seed keeps collisions
 // unpredictable. The mixing is wyhash's: fold the 128-bit product of two
 // seeded words.
-func (ix *Index) hash(k *block.Key) uint64 {
-	a := mum(binary.LittleEndian.Uint64(k[0:])^ix.seed[0], binary.LittleEndian.Uint64(k[8:])^ix.seed[1])
-	b := mum(binary.LittleEndian.Uint64(k[16:])^ix.seed[2], binary.LittleEndian.Uint64(k[24:])^ix.seed[3])
+func (ix *Index) hash(k *block.Key) uint64 { return seededHash(&ix.seed, k) }
+
+// seededHash is the keyed hash behind Index and Global.
+func seededHash(seed *[4]uint64, k *block.Key) uint64 {
+	a := mum(binary.LittleEndian.Uint64(k[0:])^seed[0], binary.LittleEndian.Uint64(k[8:])^seed[1])
+	b := mum(binary.LittleEndian.Uint64(k[16:])^seed[2], binary.LittleEndian.Uint64(k[24:])^seed[3])
 	return mum(a^0xa0761d6478bd642f, b^0xe7037ed1a0b428db)
 }
 
