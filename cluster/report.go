@@ -116,7 +116,16 @@ func appendReport(dst []byte, r *report) []byte {
 		binary.LittleEndian.PutUint32(hit[32:], r.Hits[i].Count)
 		dst = append(dst, hit[:]...)
 	}
-	return binary.LittleEndian.AppendUint32(dst, block.Checksum(dst[start:]))
+	return appendChecksum(dst, start)
+}
+
+// appendChecksum appends the trailer: the CRC-32C of dst[start:].
+func appendChecksum(dst []byte, start ...int) []byte {
+	s := 0
+	if len(start) > 0 {
+		s = start[0]
+	}
+	return binary.LittleEndian.AppendUint32(dst, block.Checksum(dst[s:]))
 }
 
 func loadMillionths(l float64) uint32 {
@@ -126,7 +135,7 @@ func loadMillionths(l float64) uint32 {
 	case l >= math.MaxUint32/1e6:
 		return math.MaxUint32
 	}
-	return uint32(l * 1e6)
+	return uint32(math.Round(l * 1e6))
 }
 
 // decodeReport parses a report, checking every length and the checksum
