@@ -247,3 +247,41 @@ func testLogger() *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }
+
+func TestHotBlocksGainReplicas(t *testing.T) {
+	c := newTestCluster(t, 3, func(o *Options) {
+		o.Admit = AdmitNever
+		o.Replication.HotHits = 8
+	})
+	c.waitFormed()
+	a, b := c.nodes[0], c.nodes[1]
+	k := testKey(3)
+	want := value(3, 32<<10)
+	if _, err := a.store.Put(t.Context(), k, want, tier.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if got := holderNames(t, b.n, k); len(got) != 1 {
+			return fmt.Errorf("holders %v", got)
+		}
+		return nil
+	})
+	// Reads on B (fetched from A each time, not admitted) make the block
+	// hot: the leader copies it, to B first (it asked for it).
+	eventually(t, 15*time.Second, func() error {
+		for range 4 {
+			h, _, err := b.store.Fetch(t.Context(), k)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(h.Bytes(), want) {
+				t.Fatal("wrong bytes")
+			}
+			h.Release()
+		}
+		if got := holderNames(t, b.n, k); !slices.Contains(got, "n1") {
+			return fmt.Errorf("holders %v", got)
+		}
+		return nil
+	})
+}

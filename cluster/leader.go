@@ -106,6 +106,19 @@ func (l *leader) apply(r *report) error {
 			h.Keys[i], h.Counts[i] = x.Key, x.Count
 		}
 		l.drv.Step(h)
+		// A block that turned hot may be one the core never saw added:
+		// restate its holders with the size the reader saw, so copy
+		// targets reserve the right room.
+		var buf []index.Holder
+		for _, x := range r.Hits {
+			if x.Size == 0 {
+				continue
+			}
+			buf = l.g.AppendHolders(buf[:0], x.Key)
+			for _, hd := range buf {
+				l.drv.Step(replicate.Added{Node: hd.Node, Key: x.Key, Tier: uint8(max(hd.Tiers.Top(), 0)), Size: int64(min(x.Size, 1<<62))})
+			}
+		}
 	}
 	if r.Flags&flagFullEnd != 0 {
 		l.mu.Lock()

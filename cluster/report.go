@@ -21,7 +21,7 @@ import (
 //	         node no longer holds it), desired u8 (replica count, 0 the
 //	         default), 0 u16, pinned-until u32 (Unix seconds, 0 none),
 //	         size u64
-//	hits     hits x 36 bytes: key [32], count u32
+//	hits     hits x 48 bytes: key [32], count u32, 0 u32, size u64
 //	trailer  CRC-32C of everything before it, u32
 //
 // All integers are little-endian. A record states what the node holds now,
@@ -31,7 +31,7 @@ const (
 	reportMagic      = "YBR1"
 	reportHeaderSize = 48
 	recordSize       = 48
-	hitSize          = 36
+	hitSize          = 48
 	trailerSize      = 4
 )
 
@@ -68,6 +68,9 @@ type Record struct {
 type Hit struct {
 	Key   block.Key
 	Count uint32
+	// Size is the block's length, as the reader saw it: the leader needs
+	// it to place a replica of a hot block it knew nothing else about.
+	Size uint64
 }
 
 // report is one decoded report.
@@ -114,6 +117,8 @@ func appendReport(dst []byte, r *report) []byte {
 	for i := range r.Hits {
 		copy(hit[0:32], r.Hits[i].Key[:])
 		binary.LittleEndian.PutUint32(hit[32:], r.Hits[i].Count)
+		binary.LittleEndian.PutUint32(hit[36:], 0)
+		binary.LittleEndian.PutUint64(hit[40:], r.Hits[i].Size)
 		dst = append(dst, hit[:]...)
 	}
 	return appendChecksum(dst, start)
@@ -188,6 +193,10 @@ func decodeReport(b []byte) (*report, error) {
 	for i := range r.Hits {
 		copy(r.Hits[i].Key[:], p[0:32])
 		r.Hits[i].Count = binary.LittleEndian.Uint32(p[32:])
+		if binary.LittleEndian.Uint32(p[36:]) != 0 {
+			return nil, fmt.Errorf("%w: hit %d: reserved bytes set", ErrBadReport, i)
+		}
+		r.Hits[i].Size = binary.LittleEndian.Uint64(p[40:])
 		p = p[hitSize:]
 	}
 	return r, nil

@@ -25,7 +25,7 @@ type reporter struct {
 	mu     struct {
 		sync.Mutex
 		dirty    map[block.Key]struct{}
-		hits     map[block.Key]uint32
+		hits     map[block.Key]Hit
 		needFull bool
 	}
 	// syncedTerm is the leader term the node's full state reached; 0 before.
@@ -36,7 +36,7 @@ type reporter struct {
 func newReporter(n *Node) *reporter {
 	r := &reporter{n: n, kick: make(chan struct{}, 1)}
 	r.mu.dirty = make(map[block.Key]struct{})
-	r.mu.hits = make(map[block.Key]uint32)
+	r.mu.hits = make(map[block.Key]Hit)
 	r.mu.needFull = true
 	return r
 }
@@ -61,17 +61,18 @@ func (r *reporter) touch(key block.Key) {
 
 // accessed is the store's access hook: one access in HitSampling is
 // counted, with the weight of all of them.
-func (r *reporter) accessed(key block.Key) {
+func (r *reporter) accessed(key block.Key, size int) {
 	w := uint32(r.n.opts.HitSampling)
 	if w > 1 && r.sample.Add(1)%uint64(w) != 0 {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c, ok := r.mu.hits[key]; ok {
-		r.mu.hits[key] = c + w
+	if h, ok := r.mu.hits[key]; ok {
+		h.Count += w
+		r.mu.hits[key] = h
 	} else if len(r.mu.hits) < r.n.opts.MaxHitKeys {
-		r.mu.hits[key] = w
+		r.mu.hits[key] = Hit{Key: key, Count: w, Size: uint64(size)}
 	}
 }
 
@@ -156,8 +157,10 @@ func (r *reporter) header(li LeaderInfo) report {
 	rep := report{Node: r.n.id, Term: uint64(li.Term)}
 	st := r.n.store.Stats()
 	if len(st.Tiers) > 0 {
+		// The top tier is a cache: every block in it that is not soft-pinned
+		// can make room for a replica, so free is what pins leave.
 		rep.Capacity = uint64(st.Tiers[0].Capacity)
-		rep.Free = uint64(max(0, st.Tiers[0].Capacity-st.Tiers[0].Used))
+		rep.Free = uint64(max(0, st.Tiers[0].Capacity-st.Tiers[0].Pinned))
 	}
 	rep.Load = r.n.load()
 	return rep
@@ -227,11 +230,11 @@ func (r *reporter) sendDeltas(li LeaderInfo) error {
 			delete(r.mu.dirty, k)
 		}
 		var hits []Hit
-		for k, c := range r.mu.hits {
+		for k, h := range r.mu.hits {
 			if len(hits) == MaxReportRecords {
 				break
 			}
-			hits = append(hits, Hit{Key: k, Count: c})
+			hits = append(hits, h)
 			delete(r.mu.hits, k)
 		}
 		more := len(r.mu.dirty) > 0

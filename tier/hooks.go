@@ -41,7 +41,7 @@ type Origin struct {
 // one costs an atomic load and no lock.
 type hooks struct {
 	change atomic.Pointer[[]func(block.Key, int, bool)]
-	access atomic.Pointer[[]func(block.Key)]
+	access atomic.Pointer[[]func(block.Key, int)]
 	remote atomic.Pointer[RemoteReader]
 }
 
@@ -74,10 +74,10 @@ func (h *Hierarchy) OnChange(fn func(key block.Key, level int, added bool)) {
 	addHook(&h.hooks.change, fn)
 }
 
-// OnAccess registers fn to be called with the key of every successful Get
-// or Fetch, local or remote: the input of hot-block tracking. fn runs on the
-// reader's goroutine and must be quick.
-func (h *Hierarchy) OnAccess(fn func(key block.Key)) {
+// OnAccess registers fn to be called with the key and size of every
+// successful Get or Fetch, local or remote: the input of hot-block tracking.
+// fn runs on the reader's goroutine and must be quick.
+func (h *Hierarchy) OnAccess(fn func(key block.Key, size int)) {
 	addHook(&h.hooks.access, fn)
 }
 
@@ -102,10 +102,10 @@ func (h *Hierarchy) changed(key block.Key, level int, added bool) {
 	}
 }
 
-func (h *Hierarchy) accessed(key block.Key) {
+func (h *Hierarchy) accessed(key block.Key, size int) {
 	if fns := h.hooks.access.Load(); fns != nil {
 		for _, fn := range *fns {
-			fn(key)
+			fn(key, size)
 		}
 	}
 }
@@ -116,7 +116,7 @@ func (h *Hierarchy) accessed(key block.Key) {
 func (h *Hierarchy) Fetch(ctx context.Context, key block.Key) (*Handle, Origin, error) {
 	hd, level, err := h.getLocal(ctx, key)
 	if err == nil {
-		h.accessed(key)
+		h.accessed(key, hd.Len())
 		return hd, Origin{Level: level}, nil
 	}
 	r := h.hooks.remote.Load()
@@ -131,6 +131,6 @@ func (h *Hierarchy) Fetch(ctx context.Context, key block.Key) (*Handle, Origin, 
 		return nil, Origin{Level: -1}, rerr
 	}
 	o.Level = RemoteLevel
-	h.accessed(key)
+	h.accessed(key, hd.Len())
 	return hd, o, nil
 }

@@ -107,7 +107,7 @@ func (r *remote) ReadRemote(_ context.Context, k block.Key) (*tier.Handle, tier.
 func TestRemoteAndAccess(t *testing.T) {
 	h := newHierarchy(t, hcfg{dram: 1 << 20, ssd: 8 << 20})
 	var accessed []block.Key
-	h.OnAccess(func(k block.Key) { accessed = append(accessed, k) })
+	h.OnAccess(func(k block.Key, _ int) { accessed = append(accessed, k) })
 	local, far, none := block.OpaqueKey("t/m", []byte("l")), block.OpaqueKey("t/m", []byte("f")), block.OpaqueKey("t/m", []byte("n"))
 	put(t, h, local, []byte("local"))
 	r := &remote{blocks: map[block.Key][]byte{far: []byte("far")}}
