@@ -258,11 +258,16 @@ func Cluster(ctx context.Context, o ClusterOptions) (*ClusterResult, error) {
 	}
 	res := &ClusterResult{}
 	for _, mode := range []string{"local", "cluster"} {
-		admit := cluster.AdmitNever
+		// Local: per-node caches, as without a cluster: no reads from
+		// other nodes, nothing admitted, no replication (the index only
+		// routes). Cluster: the pool and hot-block replication.
+		admit, oo := cluster.AdmitNever, o
 		if mode == "cluster" {
 			admit = cluster.AdmitSecondHit
+		} else {
+			oo.HotHits = 1 << 30
 		}
-		bc, err := startBenchCluster(&o, admit)
+		bc, err := startBenchCluster(&oo, admit)
 		if err != nil {
 			return nil, err
 		}
