@@ -36,6 +36,8 @@ type ClusterOptions struct {
 	BlockBytes int
 	// Requests replays at most this many requests of the trace; 0 all.
 	Requests int
+	// Routing is RoutePrefix (default: cache-aware) or RouteRoundRobin.
+	Routing string
 	// Slack is how far over its fair share of requests a node may go
 	// before routing passes it over for the next best (as bench pool
 	// does). Default 0.1; negative means 0.
@@ -72,6 +74,9 @@ func (o *ClusterOptions) EnsureDefaults() {
 	}
 	if o.BlockBytes == 0 {
 		o.BlockBytes = 16 << 10
+	}
+	if o.Routing == "" {
+		o.Routing = RoutePrefix
 	}
 	if o.Slack == 0 {
 		o.Slack = 0.1
@@ -111,6 +116,9 @@ func (o *ClusterOptions) Validate() error {
 	}
 	if o.Requests < 0 || o.Samples < 1 || o.GetSize < 1 || o.GetSize > 64<<20 || o.GetDuration <= 0 || o.GetWorkers < 1 {
 		errs = append(errs, errors.New("bench: cluster: requests, samples, get size (at most 64 MiB), get duration and get workers must be positive"))
+	}
+	if o.Routing != RoutePrefix && o.Routing != RouteRoundRobin {
+		errs = append(errs, fmt.Errorf("bench: cluster: routing %q: want %q or %q", o.Routing, RoutePrefix, RouteRoundRobin))
 	}
 	for _, r := range o.Ranks {
 		if r < 1 || r > 4096 {
@@ -169,6 +177,15 @@ type ClusterResult struct {
 }
 
 const clusterNS = "bench/trace"
+
+// Routing of the cluster benchmark's requests.
+const (
+	// RoutePrefix sends a request to the node holding the longest prefix
+	// of it, within the fair-share slack.
+	RoutePrefix = "prefix"
+	// RouteRoundRobin deals requests in turn, as a cache-blind balancer.
+	RouteRoundRobin = "round-robin"
+)
 
 // benchCluster is N in-process nodes sharing an embedded etcd.
 type benchCluster struct {
@@ -342,9 +359,12 @@ func replayCluster(ctx context.Context, bc *benchCluster, o *ClusterOptions, mod
 		for j, id := range ids {
 			keys[j] = replKey(id)
 		}
-		n, err := route(ctx, bc, keys, i, load, o.Slack)
-		if err != nil {
-			return run, err
+		n := i % len(bc.nodes)
+		if o.Routing == RoutePrefix {
+			var err error
+			if n, err = route(ctx, bc, keys, i, load, o.Slack); err != nil {
+				return run, err
+			}
 		}
 		load[n]++
 		local, remote, err := serveRequest(ctx, bc, n, ids, keys, o.BlockBytes, mode == "cluster")
@@ -556,7 +576,7 @@ func ClusterReport(res *ClusterResult, o ClusterOptions) *Report {
 	for i := range res.Runs {
 		run := &res.Runs[i]
 		row := Row{
-			"name": "replay_" + run.Mode, "trace": o.Trace.Name, "nodes": o.Nodes, "slack": o.Slack, "requests": run.Requests,
+			"name": "replay_" + run.Mode, "trace": o.Trace.Name, "nodes": o.Nodes, "routing": o.Routing, "slack": o.Slack, "requests": run.Requests,
 			"blocks": run.Blocks, "hit_rate": run.HitRate(), "local_hits": run.LocalHits, "remote_hits": run.RemoteHits,
 			"copies": run.Copies, "drops": run.Drops, "seconds": run.Elapsed.Seconds(),
 		}

@@ -99,7 +99,11 @@ func (n *Node) Handler() http.Handler {
 			writeError(w, ErrClosed)
 			return
 		}
-		mux.ServeHTTP(w, r)
+		// Every internal call is bounded, a copy of a large block included;
+		// the caller's own deadline is usually shorter.
+		ctx, cancel := context.WithTimeout(r.Context(), 3*n.opts.RequestTimeout)
+		defer cancel()
+		mux.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

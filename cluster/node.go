@@ -177,6 +177,7 @@ func (n *Node) Start(ctx context.Context, addrs Addrs) error {
 	id, err := n.assignID(ictx)
 	if err != nil {
 		cli.Close()
+		n.etcd = nil
 		return fmt.Errorf("cluster: joining %q through etcd %s: %w", n.opts.Cluster, strings.Join(n.opts.Endpoints, ","), err)
 	}
 	n.id = id

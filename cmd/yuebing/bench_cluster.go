@@ -18,6 +18,7 @@ func newBenchClusterCmd() *cobra.Command {
 		ranks                            string
 		window, getDuration              time.Duration
 		slack                            float64
+		routing                          string
 		asJSON                           bool
 		every                            int
 	)
@@ -48,7 +49,7 @@ every --every-th sample row, --json all. See docs/cluster.md.`,
 				return usageErrorf("--trace is required")
 			}
 			o := bench.ClusterOptions{Nodes: nodes, Requests: requests, Samples: samples, HotHits: hotHits,
-				MaxReplicas: maxReplicas, Window: window, Slack: slack, GetDuration: getDuration, GetWorkers: workers, Progress: true}
+				MaxReplicas: maxReplicas, Window: window, Slack: slack, Routing: routing, GetDuration: getDuration, GetWorkers: workers, Progress: true}
 			for _, s := range []struct {
 				name, v string
 				dst     func(int64)
@@ -98,6 +99,7 @@ every --every-th sample row, --json all. See docs/cluster.md.`,
 	f.StringVar(&trace, "trace", "", "trace file to replay (required)")
 	f.IntVar(&nodes, "nodes", 3, "number of nodes")
 	f.StringVar(&dram, "dram-capacity", "96MiB", "DRAM tier of each node (96MiB: 3M tokens of 512-token blocks at 16KiB)")
+	f.StringVar(&routing, "routing", bench.RoutePrefix, `"prefix" (cache-aware, by the cluster's prefix query) or "round-robin"`)
 	f.Float64Var(&slack, "slack", 0.1, "how far over its fair share of requests a node may go before routing passes it over (0.1: 10%)")
 	f.StringVar(&blockBytes, "block-bytes", "16KiB", "bytes stored per trace block")
 	f.IntVar(&requests, "requests", 0, "replay at most this many requests (0: all)")
