@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -124,6 +125,9 @@ func New(opts Options, store *tier.Hierarchy) (*Node, error) {
 		log:    opts.Logger.With("node", opts.NodeName),
 		engine: engine,
 		client: &http.Client{Transport: &http.Transport{
+			// A holder that died is still listed until its lease lapses: a
+			// short dial timeout makes trying it cheap before the next one.
+			DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConnsPerHost: 32,
 			IdleConnTimeout:     90 * time.Second,
 		}},
