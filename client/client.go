@@ -40,6 +40,8 @@ const (
 	headerNamespace = "X-Yuebing-Namespace"
 	headerCRC       = "X-Yuebing-Crc32c"
 	headerTier      = "X-Yuebing-Tier"
+	headerSource    = "X-Yuebing-Source"
+	headerReplicas  = "X-Yuebing-Replicas"
 	headerSize      = "X-Yuebing-Size"
 )
 
@@ -182,6 +184,9 @@ type PutOptions struct {
 	// fails with ErrChecksum.
 	Checksum    uint32
 	HasChecksum bool
+	// Replicas asks a cluster for this many copies of the block on
+	// different nodes (X-Yuebing-Replicas); 0 leaves the default, 1.
+	Replicas int
 }
 
 // Checksum returns the CRC-32C (Castagnoli) of p, as the API uses it.
@@ -222,6 +227,9 @@ func (c *Client) put(ctx context.Context, path, namespace string, r io.Reader, s
 	if opts.HasChecksum {
 		req.Header.Set(headerCRC, fmt.Sprintf("%08x", opts.Checksum))
 	}
+	if opts.Replicas > 0 {
+		req.Header.Set(headerReplicas, strconv.Itoa(opts.Replicas))
+	}
 	resp, err := c.do(req, http.StatusCreated, http.StatusOK)
 	if err != nil {
 		return PutResult{}, err
@@ -255,6 +263,8 @@ type BlockInfo struct {
 	Tier string
 	// Namespace the block is recorded under (HEAD only).
 	Namespace string
+	// Source, in a cluster, names the node the block was read from.
+	Source string
 }
 
 // Reader streams a block (or the requested slice of it). Close it.
@@ -307,7 +317,7 @@ func (c *Client) open(ctx context.Context, path string, opts GetOptions) (*Reade
 }
 
 func blockInfo(h http.Header) (BlockInfo, error) {
-	info := BlockInfo{Tier: h.Get(headerTier), Namespace: h.Get(headerNamespace), Size: -1}
+	info := BlockInfo{Tier: h.Get(headerTier), Namespace: h.Get(headerNamespace), Source: h.Get(headerSource), Size: -1}
 	if s := h.Get(headerSize); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/cluster"
 	"github.com/yuebing/yuebing/server/auth"
 	"github.com/yuebing/yuebing/tier"
 )
@@ -46,6 +47,9 @@ type APIOptions struct {
 	Now func() time.Time
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Cluster, when the node is in one, serves reads of blocks held
+	// elsewhere, the /v1/cluster endpoints and replica counts.
+	Cluster *cluster.Node
 	// Mount, if set, adds routes to the authenticated /v1 group: the
 	// embedded conductor. Requests reach them with the same limits and
 	// authentication as the API's own.
@@ -163,6 +167,7 @@ func (a *API) routes() *gin.Engine {
 	v1.GET("/blocks/:key", a.getBlock)
 	v1.HEAD("/blocks/:key", a.headBlock)
 	v1.DELETE("/blocks/:key", a.deleteBlock)
+	v1.POST("/blocks/:key/replicas", a.setReplicas)
 
 	v1.PUT("/objects/*name", a.putObject)
 	v1.GET("/objects/*name", a.getObject)
@@ -182,6 +187,11 @@ func (a *API) routes() *gin.Engine {
 
 	v1.GET("/stats", a.getStats)
 	v1.GET("/tiers", a.getTiers)
+
+	admin := v1.Group("", a.AdminOnly)
+	admin.GET("/cluster", a.getCluster)
+	admin.POST("/cluster/query", a.clusterQuery)
+	admin.POST("/cluster/holders", a.clusterHolders)
 	if a.opts.Mount != nil {
 		a.opts.Mount(v1)
 	}

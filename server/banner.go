@@ -21,7 +21,20 @@ func (n *Node) banner(tokens *auth.Tokens) {
 	fmt.Fprintf(w, "%s\n", v)
 	fmt.Fprintf(w, "  http\thttp://%s\n", n.Addr("http"))
 	fmt.Fprintf(w, "  resp\t%s\n", plannedListener(c.RESP.Listen))
-	fmt.Fprintf(w, "  transfer\t%s\n", plannedListener(c.Transfer.Listen))
+	if cn := n.clusterNode(); cn != nil {
+		fmt.Fprintf(w, "  transfer\t%s (block transfers between nodes)\n", cn.TransferAddr())
+	} else if c.Transfer.Listen != "" {
+		fmt.Fprintf(w, "  transfer\t%s (configured; serves in a cluster: --cluster)\n", c.Transfer.Listen)
+	} else {
+		fmt.Fprintf(w, "  transfer\tdisabled\n")
+	}
+	if cn := n.clusterNode(); cn != nil {
+		cc := c.Cluster
+		fmt.Fprintf(w, "  cluster\t%s as %s (node %d), etcd %s\n", cc.Name, cn.Name(), cn.ID(), n.etcdEndpoints())
+		if e := n.cluster.etcd; e != nil {
+			fmt.Fprintf(w, "  etcd\t%s (embedded, data in %s)\n", e.Endpoint(), filepath.Join(c.DataDir, "etcd"))
+		}
+	}
 	st := n.store.Stats()
 	for i, t := range st.Tiers {
 		extra := c.DRAM.Policy
@@ -55,4 +68,14 @@ func plannedListener(addr string) string {
 		return "disabled"
 	}
 	return addr + " (configured; not served by this build yet)"
+}
+
+func (n *Node) etcdEndpoints() string {
+	if eps := n.cfg.Cluster.EtcdEndpoints(); len(eps) > 0 {
+		return strings.Join(eps, ",")
+	}
+	if e := n.cluster.etcd; e != nil {
+		return e.Endpoint()
+	}
+	return ""
 }

@@ -75,21 +75,25 @@ func (a *API) visible(p auth.Principal, t target) (tier.BlockInfo, int, error) {
 	if err != nil {
 		return info, level, notFound(t)
 	}
-	m, ok := decodeMeta(info.Meta)
-	var see bool
-	switch {
-	case t.object:
-		see = ok && m.HasName && m.Namespace == t.ns && m.Name == t.name && p.CanAccess(m.Namespace)
-	case !ok:
-		// Stored by another front end: only an admin reading by key alone.
-		see = p.IsAdmin() && t.ns == ""
-	default:
-		see = p.CanAccess(m.Namespace) && (t.ns == "" || t.ns == m.Namespace)
-	}
-	if !see {
+	if !canSee(p, t, info.Meta) {
 		return tier.BlockInfo{}, -1, notFound(t)
 	}
 	return info, level, nil
+}
+
+// canSee reports whether p may read a block recorded with meta as t names
+// it.
+func canSee(p auth.Principal, t target, meta []byte) bool {
+	m, ok := decodeMeta(meta)
+	switch {
+	case t.object:
+		return ok && m.HasName && m.Namespace == t.ns && m.Name == t.name && p.CanAccess(m.Namespace)
+	case !ok:
+		// Stored by another front end: only an admin reading by key alone.
+		return p.IsAdmin() && t.ns == ""
+	default:
+		return p.CanAccess(m.Namespace) && (t.ns == "" || t.ns == m.Namespace)
+	}
 }
 
 func notFound(t target) error {
@@ -154,6 +158,11 @@ func (a *API) put(c *gin.Context, t target) {
 		a.fail(c, err)
 		return
 	}
+	replicas, err := a.replicasHeader(c)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
 	opts := tier.PutOptions{}
 	if opts.Checksum, opts.HasChecksum, err = crcHeader(c.GetHeader(HeaderCRC)); err != nil {
 		a.fail(c, err)
@@ -176,6 +185,11 @@ func (a *API) put(c *gin.Context, t target) {
 	if err != nil {
 		a.fail(c, err)
 		return
+	}
+	if replicas > 0 && a.opts.Cluster != nil {
+		// The node's next report takes the count to the leader, which
+		// places the extra replicas.
+		a.opts.Cluster.NoteReplicas(t.key, replicas)
 	}
 	status := http.StatusOK
 	if res.Created {
@@ -315,6 +329,10 @@ func (a *API) readBlock(c *gin.Context, object, head bool) {
 		return
 	}
 	p := principal(c)
+	if a.opts.Cluster != nil && !a.store.Contains(t.key) {
+		a.readRemote(c, t, head)
+		return
+	}
 	var info tier.BlockInfo
 	level := -1
 	if needsCheck(p, t) || head {
@@ -333,6 +351,7 @@ func (a *API) readBlock(c *gin.Context, object, head bool) {
 			hdr.Set(HeaderCRC, fmt.Sprintf("%08x", info.Checksum))
 		}
 		setMetaHeaders(hdr, info.Meta)
+		a.setSource(hdr, tier.Origin{Level: level})
 		c.Status(http.StatusOK)
 		return
 	}
@@ -362,8 +381,31 @@ func (a *API) readBlock(c *gin.Context, object, head bool) {
 		return
 	}
 	defer h.Release()
+	a.sendBlock(c, h, tier.Origin{Level: level}, nil, false)
+}
+
+// setSource names, in a cluster, the node a block was read from.
+func (a *API) setSource(hdr http.Header, o tier.Origin) {
+	switch {
+	case a.opts.Cluster == nil:
+	case o.Level == tier.RemoteLevel:
+		hdr.Set(HeaderSource, o.Source)
+	default:
+		hdr.Set(HeaderSource, a.opts.Cluster.Name())
+	}
+}
+
+// sendBlock answers a GET (or HEAD) with the pinned block h: headers, the
+// requested range, straight from the pinned view. meta, when not nil, is
+// the block's record for the namespace header.
+func (a *API) sendBlock(c *gin.Context, h *tier.Handle, o tier.Origin, meta []byte, head bool) {
+	hdr := c.Writer.Header()
+	hdr.Set("Accept-Ranges", "bytes")
 	data := h.Bytes()
 	start, end, partial, err := parseRange(c.GetHeader("Range"), int64(len(data)))
+	if head {
+		start, end, partial, err = 0, int64(len(data)), false, nil
+	}
 	if err != nil {
 		hdr.Set("Content-Range", fmt.Sprintf("bytes */%d", len(data)))
 		a.fail(c, err)
@@ -372,8 +414,20 @@ func (a *API) readBlock(c *gin.Context, object, head bool) {
 	hdr.Set("Content-Type", "application/octet-stream")
 	hdr.Set("Content-Length", strconv.FormatInt(end-start, 10))
 	hdr.Set(HeaderCRC, fmt.Sprintf("%08x", h.Checksum()))
-	hdr.Set(HeaderTier, a.tierName(level))
+	if o.Level == tier.RemoteLevel {
+		hdr.Set(HeaderTier, "remote")
+	} else {
+		hdr.Set(HeaderTier, a.tierName(o.Level))
+	}
 	hdr.Set(HeaderSize, strconv.Itoa(len(data)))
+	if meta != nil {
+		setMetaHeaders(hdr, meta)
+	}
+	a.setSource(hdr, o)
+	if head {
+		c.Status(http.StatusOK)
+		return
+	}
 	status := http.StatusOK
 	if partial {
 		status = http.StatusPartialContent

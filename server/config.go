@@ -45,6 +45,7 @@ type Config struct {
 	Limits    Limits          `yaml:"limits"`
 	Contexts  ContextsConfig  `yaml:"contexts"`
 	Conductor ConductorConfig `yaml:"conductor"`
+	Cluster   ClusterConfig   `yaml:"cluster"`
 	Log       LogConfig       `yaml:"log"`
 
 	// Logger overrides Log. Default: a handler on stderr as Log says.
@@ -225,6 +226,7 @@ func (c *Config) EnsureDefaults() {
 		c.Contexts.MaxContexts = 10000
 	}
 	c.Conductor.ensureDefaults()
+	c.Cluster.ensureDefaults()
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
@@ -387,6 +389,7 @@ func (c *Config) Validate() error {
 			bad("conductor.kv_bytes_per_token", "%s: must be positive", cc.KVBytesPerToken)
 		}
 	}
+	c.validateCluster(bad)
 	if _, ok := logLevels[c.Log.Level]; !ok {
 		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/cluster"
 	"github.com/yuebing/yuebing/server/auth"
 	"github.com/yuebing/yuebing/tier"
 )
@@ -61,6 +62,14 @@ func apiError(err error) (status int, code string) {
 		return http.StatusBadRequest, "bad_request"
 	case errors.Is(err, tier.ErrSize):
 		return http.StatusBadRequest, "size_mismatch"
+	case errors.Is(err, ErrNoCluster):
+		return http.StatusNotFound, "no_cluster"
+	case errors.Is(err, cluster.ErrBadRequest):
+		return http.StatusBadRequest, "bad_request"
+	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader):
+		return http.StatusServiceUnavailable, "no_leader"
+	case errors.Is(err, cluster.ErrBusy):
+		return http.StatusTooManyRequests, "overloaded"
 	case errors.Is(err, ErrNotFound), errors.Is(err, tier.ErrNotFound):
 		return http.StatusNotFound, "not_found"
 	case errors.Is(err, tier.ErrCorrupt):

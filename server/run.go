@@ -16,6 +16,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/yuebing/yuebing/cluster"
 	"github.com/yuebing/yuebing/scheduler"
 	"github.com/yuebing/yuebing/server/auth"
 	"github.com/yuebing/yuebing/tier"
@@ -29,6 +30,7 @@ type Node struct {
 	log      *slog.Logger
 	store    *tier.Hierarchy
 	api      *API
+	cluster  *clusterParts // nil when the node runs alone
 	services []*service
 	failed   chan error // the first service that stops on its own
 	// stopBackground ends background loops that are not listeners (the
@@ -95,15 +97,25 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: logger, store: store, failed: make(chan error, 1)}
+	if cfg.Cluster.Enabled() {
+		if n.cluster, err = newCluster(cfg, store, n); err != nil {
+			store.Close()
+			return nil, err
+		}
+	}
 	apiOpts := APIOptions{
 		Store: store, Tokens: tokens, Limits: cfg.Limits, Contexts: cfg.Contexts,
 		ContextsFile: filepath.Join(cfg.DataDir, "contexts.json"), Logger: logger,
+	}
+	if n.cluster != nil {
+		apiOpts.Cluster = n.cluster.node
 	}
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	n.stopBackground = stopBackground
 	if cfg.Conductor.Enabled {
 		d, svc, err := newConductor(cfg.Conductor, cfg.Limits)
 		if err != nil {
+			n.closeCluster()
 			store.Close()
 			return nil, err
 		}
@@ -116,13 +128,25 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		n.stopBackground()
 		n.bg.Wait()
+		n.closeCluster()
 		store.Close()
 		return nil, err
 	}
-	if err := n.listen(); err != nil {
+	err = n.listen()
+	if err == nil && n.cluster != nil {
+		// Registering needs the bound addresses; peers' calls wait in the
+		// listen queue until serving starts below.
+		if err = n.cluster.join(cfg, n.Addr("http").String()); err != nil {
+			for _, s := range n.services {
+				s.ln.Close()
+			}
+		}
+	}
+	if err != nil {
 		n.stopBackground()
 		n.bg.Wait()
 		n.api.Close()
+		n.closeCluster()
 		store.Close()
 		return nil, err
 	}
@@ -199,7 +223,7 @@ func openStore(cfg Config, logger *slog.Logger) (*tier.Hierarchy, error) {
 // use fails the start instead of leaving a half-started node.
 func (n *Node) listen() error {
 	srv := &http.Server{
-		Handler:           n.api.Handler(),
+		Handler:           withInternal(n.api.Handler(), n.clusterNode()),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -236,6 +260,23 @@ func (n *Node) Addr(name string) net.Addr {
 	}
 	return nil
 }
+
+func (n *Node) closeCluster() error {
+	if n.cluster == nil {
+		return nil
+	}
+	return n.cluster.close()
+}
+
+func (n *Node) clusterNode() *cluster.Node {
+	if n.cluster == nil {
+		return nil
+	}
+	return n.cluster.node
+}
+
+// Cluster returns the node's cluster membership, nil when it runs alone.
+func (n *Node) Cluster() *cluster.Node { return n.clusterNode() }
 
 // Store returns the node's block store.
 func (n *Node) Store() *tier.Hierarchy { return n.store }
@@ -277,6 +318,11 @@ func (n *Node) shutdown() error {
 	n.wg.Wait()
 	n.stopBackground()
 	n.bg.Wait()
+	// Leaving the cluster revokes the node's lease, so the leader repairs
+	// its blocks now rather than after the lease's TTL.
+	if err := n.closeCluster(); err != nil {
+		errs = append(errs, fmt.Errorf("server: leaving the cluster: %w", err))
+	}
 	if err := n.api.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("server: persisting contexts: %w", err))
 	}

@@ -138,6 +138,7 @@ type Hierarchy struct {
 
 	counters []tierCounters
 	onDrop   atomic.Pointer[[]func(block.Key)]
+	hooks    hooks
 	dropped  atomic.Int64 // demotions dropped because the queue was full
 	hits     atomic.Int64
 	misses   atomic.Int64
@@ -334,6 +335,7 @@ func (h *Hierarchy) setTier(key block.Key, level int, info BlockInfo) {
 		e.Access = now
 		return e, true
 	})
+	h.changed(key, level, true)
 }
 
 // FlagChecksum in an index entry's Flags says its Checksum is known.
@@ -349,12 +351,16 @@ func setInfo(e *index.Entry, info BlockInfo) {
 }
 
 func (h *Hierarchy) clearTier(key block.Key, level int) {
-	gone := false
+	gone, had := false, false
 	h.ix.Update(key, func(e index.Entry, ok bool) (index.Entry, bool) {
+		had = ok && e.Tiers.Has(level)
 		e.Tiers = e.Tiers.Without(level)
 		gone = ok && e.Tiers == 0
 		return e, ok && e.Tiers != 0
 	})
+	if had {
+		h.changed(key, level, false)
+	}
 	if gone && !h.closed.Load() {
 		if fns := h.onDrop.Load(); fns != nil {
 			for _, fn := range *fns {
@@ -386,8 +392,22 @@ func (h *Hierarchy) OnDrop(fn func(key block.Key)) {
 // Get returns a pinned view of the block from the fastest tier holding it,
 // and that tier's position (0 = fastest). The caller must Release the
 // handle. A copy found corrupt in a tier is dropped there and the next copy
-// is tried.
+// is tried. When no local tier has the block and a RemoteReader is set, the
+// block is read from another node and the position is RemoteLevel; Fetch
+// also says which node.
 func (h *Hierarchy) Get(ctx context.Context, key block.Key) (*Handle, int, error) {
+	hd, o, err := h.Fetch(ctx, key)
+	return hd, o.Level, err
+}
+
+// GetLocal is Get without the RemoteReader and without access listeners: a
+// node serving a block to another node uses it, so the reader's access is
+// not counted twice and a miss never turns into a fetch of its own.
+func (h *Hierarchy) GetLocal(ctx context.Context, key block.Key) (*Handle, int, error) {
+	return h.getLocal(ctx, key)
+}
+
+func (h *Hierarchy) getLocal(ctx context.Context, key block.Key) (*Handle, int, error) {
 	if h.closed.Load() {
 		return nil, -1, ErrClosed
 	}
@@ -503,8 +523,14 @@ func (h *Hierarchy) Delete(key block.Key) error {
 	if d := h.inflight.m[key]; d != nil {
 		d.cancelled = true // the worker deletes whatever it wrote
 	}
+	before, _ := h.ix.Get(key)
 	found := h.ix.Delete(key)
 	h.inflight.Unlock()
+	for level := range h.tiers {
+		if before.Tiers.Has(level) {
+			h.changed(key, level, false)
+		}
+	}
 	for _, t := range h.tiers {
 		switch err := t.Delete(key); {
 		case err == nil:
@@ -567,6 +593,7 @@ func (h *Hierarchy) Pin(key block.Key, until time.Time) error {
 		}
 		return last
 	}
+	h.changed(key, e.Tiers.Top(), true)
 	return nil
 }
 
@@ -706,6 +733,10 @@ func (h *Hierarchy) demote(d *demotion) {
 		}
 	default:
 		h.counters[d.level].demotions.Add(1)
+		if !cancelled {
+			h.changed(d.key, d.level, false)
+			h.changed(d.key, next, true)
+		}
 		if pinnedUntil != 0 && pinnedUntil != unixSeconds(opts.PinnedUntil) {
 			lower.Pin(d.key, time.Unix(int64(pinnedUntil), 0)) // pinned while in flight
 		}

@@ -29,3 +29,15 @@ func TestThinSamples(t *testing.T) {
 		}
 	}
 }
+
+func TestThinClusterSamples(t *testing.T) {
+	r := &bench.Report{}
+	r.Add(bench.Row{"name": "replay_local"})
+	for i := range 5 {
+		r.Add(bench.Row{"name": "replicas_local", "t_s": i})
+	}
+	got := thinClusterSamples(r, 2)
+	if len(got.Results) != 3 || got.Results[1]["t_s"] != 1 || got.Results[2]["t_s"] != 3 {
+		t.Fatalf("rows %v", got.Results)
+	}
+}

@@ -29,7 +29,9 @@ SIGINT or SIGTERM shuts down gracefully: stop accepting, drain requests, flush
 DRAM blocks to SSD. See docs/operations.md.`,
 		Example: `  yuebing serve
   yuebing serve --data-dir /var/lib/yuebing --dram-capacity 32GiB --ssd-capacity 1TiB
-  yuebing serve --http-listen 0.0.0.0:8080 --auth-tokens-file /etc/yuebing/tokens.yaml`,
+  yuebing serve --http-listen 0.0.0.0:8080 --auth-tokens-file /etc/yuebing/tokens.yaml
+  yuebing serve --cluster dev --node-name a --etcd-embedded
+  yuebing serve --cluster prod --etcd http://etcd1:2379,http://etcd2:2379 --cluster-token-file /etc/yuebing/cluster.token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := sf.config(cmd)
@@ -61,6 +63,11 @@ type serveFlags struct {
 	ssdNoSync, insecure, dramPrefault        bool
 	maxBatchKeys                             int
 	requestTimeout, shutdownTimeout, maxTTL  time.Duration
+	cluster, nodeName, etcd, etcdListen      string
+	clusterToken, advHTTP, advTransfer       string
+	advRESP, admit                           string
+	etcdEmbedded                             bool
+	leaseTTL                                 time.Duration
 	flags                                    *pflag.FlagSet
 }
 
@@ -87,6 +94,17 @@ func (s *serveFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&s.requestTimeout, "request-timeout", 0, "time limit of one request (default 60s)")
 	f.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 0, "time limit for draining requests, and again for flushing, on shutdown (default 30s)")
 	f.DurationVar(&s.maxTTL, "max-context-ttl", 0, "longest context TTL (default 24h)")
+	f.StringVar(&s.cluster, "cluster", "", "join the cluster of this name (needs --etcd or --etcd-embedded); see docs/cluster.md")
+	f.StringVar(&s.nodeName, "node-name", "", "this node's name in the cluster, stable across restarts (default: the host name)")
+	f.StringVar(&s.etcd, "etcd", "", "etcd client URLs, comma-separated, e.g. http://h1:2379,http://h2:2379")
+	f.BoolVar(&s.etcdEmbedded, "etcd-embedded", false, "run a single-member etcd inside this node (dev clusters; other nodes use --etcd http://THIS:2379)")
+	f.StringVar(&s.etcdListen, "etcd-embedded-listen", "", "client address of the embedded etcd (default 127.0.0.1:2379)")
+	f.StringVar(&s.clusterToken, "cluster-token-file", "", "file holding the token nodes authenticate each other with (required off loopback)")
+	f.StringVar(&s.advHTTP, "advertise-http", "", "HTTP address other nodes reach this one at (default: the bound --http-listen)")
+	f.StringVar(&s.advTransfer, "advertise-transfer", "", "transfer address other nodes reach this one at (default: the bound --transfer-listen)")
+	f.StringVar(&s.advRESP, "advertise-resp", "", "Redis-protocol address announced to the cluster")
+	f.StringVar(&s.admit, "cluster-admit", "", "keep blocks read from other nodes: always, second-hit or never (default second-hit)")
+	f.DurationVar(&s.leaseTTL, "lease-ttl", 0, "how long a silent node stays a member; the time to notice a dead node (default 10s)")
 	f.StringVar(&s.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&s.logFormat, "log-format", "text", "text or json")
 }
@@ -131,6 +149,18 @@ func (s *serveFlags) config(cmd *cobra.Command) (server.Config, error) {
 	str("ssd-compression", &cfg.SSD.Compression, s.ssdCompression)
 	str("auth-tokens-file", &cfg.Auth.TokensFile, s.tokensFile)
 	str("log-level", &cfg.Log.Level, s.logLevel)
+	str("cluster", &cfg.Cluster.Name, s.cluster)
+	str("node-name", &cfg.Cluster.NodeName, s.nodeName)
+	str("etcd", &cfg.Cluster.Etcd, s.etcd)
+	str("etcd-embedded-listen", &cfg.Cluster.EtcdEmbeddedListen, s.etcdListen)
+	str("cluster-token-file", &cfg.Cluster.TokenFile, s.clusterToken)
+	str("advertise-http", &cfg.Cluster.AdvertiseHTTP, s.advHTTP)
+	str("advertise-transfer", &cfg.Cluster.AdvertiseTransfer, s.advTransfer)
+	str("advertise-resp", &cfg.Cluster.AdvertiseRESP, s.advRESP)
+	str("cluster-admit", &cfg.Cluster.Admit, s.admit)
+	if changed("etcd-embedded") {
+		cfg.Cluster.EtcdEmbedded = s.etcdEmbedded
+	}
 	str("log-format", &cfg.Log.Format, s.logFormat)
 	for _, sz := range []struct {
 		name string
@@ -170,6 +200,7 @@ func (s *serveFlags) config(cmd *cobra.Command) (server.Config, error) {
 		{"request-timeout", &cfg.Limits.RequestTimeout, s.requestTimeout},
 		{"shutdown-timeout", &cfg.Limits.ShutdownTimeout, s.shutdownTimeout},
 		{"max-context-ttl", &cfg.Contexts.MaxTTL, s.maxTTL},
+		{"lease-ttl", &cfg.Cluster.LeaseTTL, s.leaseTTL},
 	} {
 		if changed(d.name) {
 			if d.v <= 0 {

@@ -1,0 +1,176 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/index"
+)
+
+// What the server's public endpoints call. Each goes to the current
+// leader's internal API (through HTTP even when this node leads, so there
+// is one path to test).
+
+// callLeader posts to the leader, once more if the leader changed under the
+// call.
+func (n *Node) callLeader(ctx context.Context, path string, in, out any) error {
+	var err error
+	for range 2 {
+		li, ok := n.Leader()
+		if !ok {
+			return ErrNoLeader
+		}
+		if err = n.postJSON(ctx, li.HTTP, path, in, out); err == nil {
+			return nil
+		}
+		if !isNotLeader(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %w", ErrNoLeader, err)
+}
+
+func isNotLeader(err error) bool {
+	return err != nil && (errorIs(err, ErrNotLeader) || errorIs(err, ErrClosed))
+}
+
+// locate returns the holders of each key, from the leader's index.
+func (n *Node) locate(ctx context.Context, keys []block.Key) ([][]index.Holder, error) {
+	hs, err := n.Holders(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]index.Holder, len(hs))
+	for i, x := range hs {
+		for _, h := range x {
+			var m index.TierMask
+			for _, name := range h.Tiers {
+				if lv := n.tierLevel(name); lv >= 0 {
+					m = m.With(lv)
+				}
+			}
+			out[i] = append(out[i], index.Holder{Node: h.Node, Tiers: m})
+		}
+	}
+	return out, nil
+}
+
+// Holders returns, for each key, the nodes holding it and in which tiers.
+func (n *Node) Holders(ctx context.Context, keys []block.Key) ([][]HolderInfo, error) {
+	var resp holdersResponse
+	if err := n.callLeader(ctx, "/internal/v1/locate", keysRequest{Keys: keys}, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Holders) != len(keys) {
+		return nil, fmt.Errorf("%w: %d answers for %d keys", ErrBadRequest, len(resp.Holders), len(keys))
+	}
+	return resp.Holders, nil
+}
+
+// Query returns, for every node holding the chain's first block, the
+// longest prefix of chain it holds and its per-tier counts, longest first:
+// the cluster-wide prefix match.
+func (n *Node) Query(ctx context.Context, chain []block.Key) ([]Match, error) {
+	var resp queryResponse
+	if err := n.callLeader(ctx, "/internal/v1/query", keysRequest{Keys: chain}, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Nodes, nil
+}
+
+// SetReplicas changes key's desired replica count, cluster-wide
+// (Mooncake's change_replica).
+func (n *Node) SetReplicas(ctx context.Context, key block.Key, count int) error {
+	if count < 1 || count > 255 {
+		return fmt.Errorf("%w: replica count %d, want 1 to 255", ErrBadRequest, count)
+	}
+	n.desired.set(key, uint8(count))
+	return n.callLeader(ctx, "/internal/v1/replicas", replicasRequest{Key: key, Count: count}, nil)
+}
+
+// NoteReplicas records the replica count a put asked for; the next report
+// takes it to the leader, which places the extra replicas.
+func (n *Node) NoteReplicas(key block.Key, count int) {
+	if count < 1 || count > 255 {
+		return
+	}
+	n.desired.set(key, uint8(count))
+	n.rep.touch(key)
+}
+
+// Status is what a node knows of the cluster.
+type Status struct {
+	Cluster string     `json:"cluster"`
+	Node    Member     `json:"node"`
+	Leader  LeaderInfo `json:"leader"`
+	// HasLeader is false while an election is under way.
+	HasLeader bool     `json:"has_leader"`
+	Members   []Member `json:"members"`
+	// LeaderStatus is the leader's own view, when it answered.
+	LeaderStatus *LeaderStatus `json:"leader_status,omitempty"`
+	Counters     Counters      `json:"counters"`
+}
+
+// Counters are the node's cluster counters.
+type Counters struct {
+	Fetches       int64 `json:"fetches"`
+	FetchFailures int64 `json:"fetch_failures"`
+	FetchedBytes  int64 `json:"fetched_bytes"`
+	Admitted      int64 `json:"admitted"`
+	Exposed       int64 `json:"exposed"`
+	Reports       int64 `json:"reports"`
+	Resyncs       int64 `json:"resyncs"`
+}
+
+// Counters returns the node's counters.
+func (n *Node) Counters() Counters {
+	s := &n.stats
+	return Counters{
+		Fetches: s.fetches.Load(), FetchFailures: s.fetchFailures.Load(), FetchedBytes: s.fetchedBytes.Load(),
+		Admitted: s.admitted.Load(), Exposed: s.exposed.Load(), Reports: s.reports.Load(), Resyncs: s.resyncs.Load(),
+	}
+}
+
+// Status returns the node's view of the cluster and, if the leader answers,
+// the leader's.
+func (n *Node) Status(ctx context.Context) Status {
+	st := Status{Cluster: n.opts.Cluster, Members: n.Members(), Counters: n.Counters()}
+	st.Leader, st.HasLeader = n.Leader()
+	st.Node = Member{ID: n.id, Name: n.opts.NodeName, Addrs: n.addrs}
+	for _, m := range st.Members {
+		if m.ID == n.id {
+			st.Node = m
+		}
+	}
+	var ls LeaderStatus
+	if err := n.callLeader(ctx, "/internal/v1/status", struct{}{}, &ls); err == nil {
+		st.LeaderStatus = &ls
+	}
+	return st
+}
+
+func (n *Node) tierNames(m index.TierMask) []string {
+	var out []string
+	for t := range index.MaxTiers {
+		if m.Has(t) {
+			out = append(out, tierLevelName(n.store, t))
+		}
+	}
+	return out
+}
+
+func (n *Node) tierLevel(name string) int {
+	for i, t := range n.store.Tiers() {
+		if t.Name() == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func sortMembers(ms []Member) {
+	slices.SortFunc(ms, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+}

@@ -1,0 +1,399 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/tier"
+)
+
+// The internal API is how nodes talk to each other: plain HTTP on each
+// node's HTTP listener under /internal/v1, authenticated with the cluster
+// token (Authorization: Bearer TOKEN), which is separate from the tenants'
+// tokens. Reports are binary (see report.go); everything else is small
+// JSON. docs/cluster.md lists the endpoints.
+
+// Request and answer bodies.
+type (
+	keyRequest struct {
+		Key block.Key `json:"key"`
+	}
+	keysRequest struct {
+		Keys []block.Key `json:"keys"`
+	}
+	releaseRequest struct {
+		ID uint64 `json:"id"`
+	}
+	// fetchRequest tells a node to copy a block from another node and keep
+	// it: the replication driver's Copy.
+	fetchRequest struct {
+		Key     block.Key `json:"key"`
+		From    uint32    `json:"from"`
+		Term    int64     `json:"term"`
+		Desired uint8     `json:"desired,omitempty"`
+	}
+	// dropRequest tells a node to delete its copy: the driver's Drop.
+	dropRequest struct {
+		Key  block.Key `json:"key"`
+		Term int64     `json:"term"`
+	}
+	replicasRequest struct {
+		Key   block.Key `json:"key"`
+		Count int       `json:"count"`
+		Term  int64     `json:"term,omitempty"`
+	}
+	holdersResponse struct {
+		Holders [][]HolderInfo `json:"holders"`
+	}
+	queryResponse struct {
+		Nodes []Match `json:"nodes"`
+	}
+	errorBody struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+)
+
+// maxJSON bounds an internal JSON body: 4096 keys in hex and change.
+const maxJSON = 1 << 20
+
+// maxReportBody bounds a report body.
+const maxReportBody = reportHeaderSize + MaxReportRecords*(recordSize+hitSize) + trailerSize
+
+// Handler returns the internal API; the server mounts it at /internal/.
+func (n *Node) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /internal/v1/report", n.handleReport)
+	mux.HandleFunc("POST /internal/v1/locate", n.handleLocate)
+	mux.HandleFunc("POST /internal/v1/query", n.handleQuery)
+	mux.HandleFunc("POST /internal/v1/replicas", n.handleReplicas)
+	mux.HandleFunc("POST /internal/v1/status", n.handleLeaderStatus)
+	mux.HandleFunc("POST /internal/v1/expose", n.handleExpose)
+	mux.HandleFunc("POST /internal/v1/release", n.handleRelease)
+	mux.HandleFunc("POST /internal/v1/fetch", n.handleFetch)
+	mux.HandleFunc("POST /internal/v1/drop", n.handleDrop)
+	mux.HandleFunc("POST /internal/v1/desired", n.handleDesired)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, fmt.Errorf("%w: no internal route %s %s", tier.ErrNotFound, r.Method, r.URL.Path))
+	})
+	want := sha256.Sum256([]byte(n.opts.Token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got := sha256.Sum256([]byte(tok))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			writeError(w, fmt.Errorf("%w: the internal API needs the cluster token", ErrUnauthorized))
+			return
+		}
+		if !n.started.Load() || n.closed.Load() {
+			writeError(w, ErrClosed)
+			return
+		}
+		// Every internal call is bounded, a copy of a large block included;
+		// the caller's own deadline is usually shorter.
+		ctx, cancel := context.WithTimeout(r.Context(), 3*n.opts.RequestTimeout)
+		defer cancel()
+		mux.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// errorCode is the one mapping between errors and the internal API's status
+// codes, used by both ends.
+var errorCodes = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{ErrBadReport, http.StatusBadRequest, "bad_report"},
+	{ErrBadRequest, http.StatusBadRequest, "bad_request"},
+	{tier.ErrNotFound, http.StatusNotFound, "not_found"},
+	{ErrNotLeader, http.StatusConflict, "not_leader"},
+	{ErrResync, http.StatusConflict, "resync"},
+	{ErrNotMember, http.StatusConflict, "not_member"},
+	{ErrLastCopy, http.StatusConflict, "last_copy"},
+	{ErrNoLeader, http.StatusServiceUnavailable, "no_leader"},
+	{ErrBusy, http.StatusTooManyRequests, "busy"},
+	{ErrClosed, http.StatusServiceUnavailable, "closed"},
+	{tier.ErrCorrupt, http.StatusUnprocessableEntity, "corrupt"},
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status, code := http.StatusInternalServerError, "internal"
+	for _, c := range errorCodes {
+		if errors.Is(err, c.err) {
+			status, code = c.status, c.code
+			break
+		}
+	}
+	var b errorBody
+	b.Error.Code, b.Error.Message = code, err.Error()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(&b)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// readJSON decodes a bounded JSON body; unknown fields are errors.
+func readJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxJSON))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	return nil
+}
+
+// post sends body to a node's internal API and decodes a JSON answer into
+// out (if not nil). Error answers come back as the sentinel of their code.
+func (n *Node) post(ctx context.Context, addr, path string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+n.opts.Token)
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var b errorBody
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&b)
+		for _, c := range errorCodes {
+			if c.code == b.Error.Code {
+				return fmt.Errorf("%w (from %s: %s)", c.err, addr, b.Error.Message)
+			}
+		}
+		return fmt.Errorf("cluster: %s%s: %s: %s", addr, path, resp.Status, b.Error.Message)
+	}
+	if out == nil {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, maxJSON))
+		return nil
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
+		return fmt.Errorf("cluster: %s%s: decoding the answer: %w", addr, path, err)
+	}
+	return nil
+}
+
+func (n *Node) postJSON(ctx context.Context, addr, path string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return n.post(ctx, addr, path, body, out)
+}
+
+// leaderOrErr returns the leader role if this node has it in term (0: any
+// term).
+func (n *Node) leaderOrErr(term int64) (*leader, error) {
+	l := n.lead.Load()
+	if l == nil || (term != 0 && l.term != term) {
+		return nil, ErrNotLeader
+	}
+	return l, nil
+}
+
+func (n *Node) handleReport(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxReportBody+1))
+	if err != nil {
+		writeError(w, fmt.Errorf("%w: %v", ErrBadReport, err))
+		return
+	}
+	if len(body) > maxReportBody {
+		writeError(w, fmt.Errorf("%w: over %d bytes", ErrBadReport, maxReportBody))
+		return
+	}
+	rep, err := decodeReport(body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	l, err := n.leaderOrErr(int64(rep.Term))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := l.apply(rep); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, struct{}{})
+}
+
+func (n *Node) handleLocate(w http.ResponseWriter, r *http.Request) {
+	var req keysRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	l, err := n.leaderOrErr(0)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, holdersResponse{Holders: l.holders(req.Keys)})
+}
+
+func (n *Node) handleQuery(w http.ResponseWriter, r *http.Request) {
+	var req keysRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	l, err := n.leaderOrErr(0)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, queryResponse{Nodes: l.query(req.Keys)})
+}
+
+func (n *Node) handleReplicas(w http.ResponseWriter, r *http.Request) {
+	var req replicasRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	l, err := n.leaderOrErr(0)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := l.setReplicas(r.Context(), req.Key, req.Count); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, struct{}{})
+}
+
+func (n *Node) handleLeaderStatus(w http.ResponseWriter, r *http.Request) {
+	l, err := n.leaderOrErr(0)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, l.status())
+}
+
+func (n *Node) handleExpose(w http.ResponseWriter, r *http.Request) {
+	var req keyRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	resp, err := n.exp.expose(r.Context(), req.Key)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, resp)
+}
+
+func (n *Node) handleRelease(w http.ResponseWriter, r *http.Request) {
+	var req releaseRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := n.exp.release(r.Context(), req.ID); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, struct{}{})
+}
+
+// checkTerm refuses a command from a leader that is not the current one, so
+// a deposed leader that has not noticed yet cannot drop copies on the
+// strength of a stale index.
+func (n *Node) checkTerm(term int64) error {
+	li, ok := n.Leader()
+	if !ok || li.Term != term {
+		return fmt.Errorf("%w: term %d is not the current leader's", ErrNotLeader, term)
+	}
+	return nil
+}
+
+func (n *Node) handleFetch(w http.ResponseWriter, r *http.Request) {
+	var req fetchRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := n.checkTerm(req.Term); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Desired > 0 {
+		n.desired.set(req.Key, req.Desired)
+	}
+	if n.store.Contains(req.Key) {
+		n.rep.touch(req.Key)
+		writeJSON(w, struct{}{})
+		return
+	}
+	h, o, err := n.fetchFrom(r.Context(), req.Key, req.From)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer h.Release()
+	opts := tier.PutOptions{Checksum: h.Checksum(), HasChecksum: true, Meta: o.Info.Meta, PinnedUntil: o.Info.PinnedUntil}
+	if _, err := n.store.Put(r.Context(), req.Key, h.Bytes(), opts); err != nil {
+		writeError(w, err)
+		return
+	}
+	n.stats.admitted.Add(1)
+	writeJSON(w, struct{}{})
+}
+
+func (n *Node) handleDrop(w http.ResponseWriter, r *http.Request) {
+	var req dropRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := n.checkTerm(req.Term); err != nil {
+		writeError(w, err)
+		return
+	}
+	n.desired.forget(req.Key)
+	if err := n.store.Delete(req.Key); err != nil && !errors.Is(err, tier.ErrNotFound) {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, struct{}{})
+}
+
+func (n *Node) handleDesired(w http.ResponseWriter, r *http.Request) {
+	var req replicasRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Count < 1 || req.Count > 255 {
+		writeError(w, fmt.Errorf("%w: count %d", ErrBadRequest, req.Count))
+		return
+	}
+	if n.store.Contains(req.Key) {
+		n.desired.set(req.Key, uint8(req.Count))
+	}
+	writeJSON(w, struct{}{})
+}
+
+func errorIs(err, target error) bool { return errors.Is(err, target) }

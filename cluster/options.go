@@ -1,0 +1,224 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/yuebing/yuebing/replicate"
+	"github.com/yuebing/yuebing/tier"
+)
+
+// Admission policies for blocks fetched from another node to serve a read.
+const (
+	AdmitAlways    = "always"     // keep a local copy of every block fetched
+	AdmitSecondHit = "second-hit" // keep it when it is fetched a second time within the recent set
+	AdmitNever     = "never"      // serve it and let it go
+)
+
+// Addrs are the addresses other nodes and clients use to reach a node.
+type Addrs struct {
+	HTTP     string `json:"http"`
+	RESP     string `json:"resp,omitempty"`
+	Transfer string `json:"transfer"`
+}
+
+// Options configures a Node.
+type Options struct {
+	// Cluster names the cluster: its keys in etcd live under
+	// /yuebing/<Cluster>/. Required.
+	Cluster string
+	// NodeName identifies the node across restarts: the name keeps its
+	// node id. Required.
+	NodeName string
+	// Endpoints are the etcd client URLs. Required.
+	Endpoints []string
+	// Token authenticates nodes to each other, on the internal HTTP API
+	// and on the transfer service. Required, at most 256 bytes.
+	Token string
+	// TransferListen is the transfer service's host:port. Required; port 0
+	// picks a free one.
+	TransferListen string
+	// LeaseTTL is how long a node that stopped answering stays a member:
+	// its etcd lease's TTL, and so the time to notice a dead node or leader.
+	// Default 10s; etcd rounds anything below about 2s up.
+	LeaseTTL time.Duration
+	// DialTimeout bounds connecting to etcd. Default 5s.
+	DialTimeout time.Duration
+	// ReportInterval is how often a node sends the leader what changed.
+	// Default 200ms.
+	ReportInterval time.Duration
+	// MaxPending bounds the blocks whose changes wait to be reported. A
+	// node that cannot reach a leader for long, or changes faster than it
+	// reports, forgets them and sends its full state instead. Each costs
+	// about 60 bytes. Default 65536.
+	MaxPending int
+	// MaxHitKeys bounds the distinct blocks whose hits wait to be reported;
+	// hits of further blocks are not counted until the next report. Default
+	// 16384.
+	MaxHitKeys int
+	// HitSampling counts one access in this many (with its weight), so hit
+	// counting costs next to nothing on a busy node. Default 1: every access.
+	HitSampling int
+	// MaxFetches bounds reads of blocks from other nodes in flight; more
+	// wait. Default 64.
+	MaxFetches int
+	// MaxFetchBytes bounds the heap bytes of blocks being fetched from other
+	// nodes and served without being admitted. Default 256 MiB.
+	MaxFetchBytes int64
+	// MaxExposed bounds blocks this node holds pinned for other nodes to
+	// read; more are refused (the reader tries another holder). Default 256.
+	MaxExposed int
+	// ExposeTTL is how long a block stays pinned for a reader that never
+	// released it (it crashed). Default 30s.
+	ExposeTTL time.Duration
+	// Admit is AdmitAlways, AdmitSecondHit (default) or AdmitNever.
+	Admit string
+	// RecentFetches is how many fetched keys second-hit admission
+	// remembers. Default 65536.
+	RecentFetches int
+	// RequestTimeout bounds one internal HTTP call. Default 10s.
+	RequestTimeout time.Duration
+	// Replication configures the leader's replication core (heat,
+	// thresholds, in-flight bounds); zero fields take its defaults.
+	Replication replicate.Options
+	// ReplicationInterval is how often the leader's driver ticks the
+	// core. Default 1s.
+	ReplicationInterval time.Duration
+	// MaxNodes bounds node ids. Default 4096.
+	MaxNodes int
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields.
+func (o *Options) EnsureDefaults() {
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = 10 * time.Second
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.ReportInterval == 0 {
+		o.ReportInterval = 200 * time.Millisecond
+	}
+	if o.MaxPending == 0 {
+		o.MaxPending = 65536
+	}
+	if o.MaxHitKeys == 0 {
+		o.MaxHitKeys = 16384
+	}
+	if o.HitSampling == 0 {
+		o.HitSampling = 1
+	}
+	if o.MaxFetches == 0 {
+		o.MaxFetches = 64
+	}
+	if o.MaxFetchBytes == 0 {
+		o.MaxFetchBytes = 256 << 20
+	}
+	if o.MaxExposed == 0 {
+		o.MaxExposed = 256
+	}
+	if o.ExposeTTL == 0 {
+		o.ExposeTTL = 30 * time.Second
+	}
+	if o.Admit == "" {
+		o.Admit = AdmitSecondHit
+	}
+	if o.RecentFetches == 0 {
+		o.RecentFetches = 65536
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = 10 * time.Second
+	}
+	if o.ReplicationInterval == 0 {
+		o.ReplicationInterval = time.Second
+	}
+	if o.MaxNodes == 0 {
+		o.MaxNodes = 4096
+	}
+	if o.Replication.MaxNodes == 0 {
+		o.Replication.MaxNodes = o.MaxNodes
+	}
+	o.Replication.EnsureDefaults()
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// ValidName reports whether s may name a cluster or a node: 1 to 63
+// letters, digits, '.', '_' or '-', starting with a letter or digit, so it
+// is safe in etcd keys, logs and headers.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// Validate reports every invalid field.
+func (o *Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("cluster: "+format, args...))
+	}
+	if !ValidName(o.Cluster) {
+		bad("Cluster %q: want 1 to 63 letters, digits, '.', '_' or '-'", o.Cluster)
+	}
+	if !ValidName(o.NodeName) {
+		bad("NodeName %q: want 1 to 63 letters, digits, '.', '_' or '-'", o.NodeName)
+	}
+	if len(o.Endpoints) == 0 {
+		bad("Endpoints: at least one etcd URL is required")
+	}
+	if o.Token == "" || len(o.Token) > 256 {
+		bad("Token: required, 1 to 256 bytes")
+	}
+	if o.TransferListen == "" {
+		bad("TransferListen: required")
+	}
+	pos := func(name string, d time.Duration) {
+		if d <= 0 {
+			bad("%s %v must be positive", name, d)
+		}
+	}
+	pos("LeaseTTL", o.LeaseTTL)
+	pos("DialTimeout", o.DialTimeout)
+	pos("ReportInterval", o.ReportInterval)
+	pos("ExposeTTL", o.ExposeTTL)
+	pos("RequestTimeout", o.RequestTimeout)
+	pos("ReplicationInterval", o.ReplicationInterval)
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxPending", int64(o.MaxPending)}, {"MaxHitKeys", int64(o.MaxHitKeys)},
+		{"HitSampling", int64(o.HitSampling)}, {"MaxFetches", int64(o.MaxFetches)},
+		{"MaxFetchBytes", o.MaxFetchBytes}, {"MaxExposed", int64(o.MaxExposed)},
+		{"RecentFetches", int64(o.RecentFetches)},
+	} {
+		if f.v <= 0 {
+			bad("%s %d must be positive", f.name, f.v)
+		}
+	}
+	switch o.Admit {
+	case AdmitAlways, AdmitSecondHit, AdmitNever:
+	default:
+		bad("Admit %q: want %q, %q or %q", o.Admit, AdmitAlways, AdmitSecondHit, AdmitNever)
+	}
+	if o.MaxNodes < 1 || o.MaxNodes > 1<<20 {
+		bad("MaxNodes %d must be in [1, 1<<20]", o.MaxNodes)
+	}
+	if err := o.Replication.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// tierLevelName is for logs and answers: the name of local tier level.
+func tierLevelName(store *tier.Hierarchy, level int) string {
+	if ts := store.Tiers(); level >= 0 && level < len(ts) {
+		return ts[level].Name()
+	}
+	return "remote"
+}

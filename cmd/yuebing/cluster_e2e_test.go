@@ -1,0 +1,518 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/yuebing/yuebing/block"
+)
+
+// The cluster end-to-end tests run real `yuebing serve --cluster` processes
+// on 127.0.0.1 against a real etcd: the one a node embeds, and Debian's
+// etcd-server started by the test. Lease TTLs are 2 s so failures are
+// noticed within seconds.
+
+const clusterNS = "acme/llama"
+
+// cnode is a cluster node process and what its banner said.
+type cnode struct {
+	*node
+	name, dir string
+	banner    map[string]string
+	args      []string
+}
+
+// serveCluster starts `yuebing serve --cluster test` as name with data
+// under dir, on free ports, and waits for its banner.
+func serveCluster(t *testing.T, name, dir string, args ...string) *cnode {
+	t.Helper()
+	base := []string{"serve", "--cluster", "test", "--node-name", name,
+		"--http-listen", "127.0.0.1:0", "--transfer-listen", "127.0.0.1:0", "--resp-listen", "",
+		"--data-dir", dir, "--dram-capacity", "2MiB", "--ssd-capacity", "64MiB",
+		"--lease-ttl", "2s", "--shutdown-timeout", "10s", "--log-level", "warn"}
+	cmd := exec.Command(binary, append(base, args...)...)
+	cmd.Env = append(envWithout("YUEBING_"),
+		"YUEBING_CLUSTER_ETCD_EMBEDDED_PEER_LISTEN=127.0.0.1:0",
+		"YUEBING_CLUSTER_REPORT_INTERVAL=50ms")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &cnode{node: &node{cmd: cmd, stderr: newSyncBuffer(), done: make(chan struct{})}, name: name, dir: dir, args: args, banner: map[string]string{}}
+	cmd.Stderr = n.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		n.err = cmd.Wait()
+		close(n.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-n.done:
+		default:
+			cmd.Process.Kill()
+			<-n.done
+		}
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", name, n.stderr)
+		}
+	})
+	lines := make(chan map[string]string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		got := map[string]string{}
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) >= 2 {
+				got[f[0]] = f[1]
+			}
+			if len(f) > 0 && f[0] == "data" {
+				lines <- got
+				break
+			}
+		}
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case n.banner = <-lines:
+	case <-n.done:
+		t.Fatalf("%s exited before its banner: %v\n%s", name, n.err, n.stderr)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no banner from %s\n%s", name, n.stderr)
+	}
+	n.url = n.banner["http"]
+	return n
+}
+
+// restart starts the node again with the same name, data and flags.
+func (n *cnode) restart(t *testing.T) *cnode {
+	t.Helper()
+	return serveCluster(t, n.name, n.dir, n.args...)
+}
+
+func (n *cnode) kill(t *testing.T) {
+	t.Helper()
+	n.cmd.Process.Signal(syscall.SIGKILL)
+	<-n.done
+}
+
+func (n *cnode) do(t *testing.T, method, path string, body []byte, hdr map[string]string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, n.url+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header
+}
+
+func (n *cnode) put(t *testing.T, k block.Key, data []byte, replicas int) {
+	t.Helper()
+	hdr := map[string]string{"X-Yuebing-Namespace": clusterNS}
+	if replicas > 0 {
+		hdr["X-Yuebing-Replicas"] = fmt.Sprint(replicas)
+	}
+	if st, b, _ := n.do(t, "PUT", "/v1/blocks/"+k.String(), data, hdr); st != 201 {
+		t.Fatalf("put on %s: %d %s", n.name, st, b)
+	}
+}
+
+// get reads a block; it fails the test if a 200 carries wrong bytes.
+func (n *cnode) get(t *testing.T, k block.Key, want []byte) (int, string) {
+	t.Helper()
+	st, b, h := n.do(t, "GET", "/v1/blocks/"+k.String(), nil, nil)
+	if st == 200 && !bytes.Equal(b, want) {
+		t.Fatalf("GET %s on %s served %d wrong bytes (source %s)", k, n.name, len(b), h.Get("X-Yuebing-Source"))
+	}
+	if st == 200 && h.Get("X-Yuebing-Crc32c") != fmt.Sprintf("%08x", block.Checksum(want)) {
+		t.Fatalf("GET %s on %s: crc header %s", k, n.name, h.Get("X-Yuebing-Crc32c"))
+	}
+	return st, h.Get("X-Yuebing-Source")
+}
+
+func (n *cnode) postJSON(t *testing.T, path string, in, out any) int {
+	t.Helper()
+	body, _ := json.Marshal(in)
+	st, b, _ := n.do(t, "POST", path, body, map[string]string{"Content-Type": "application/json"})
+	if st == 200 && out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s: %v: %s", path, err, b)
+		}
+	}
+	return st
+}
+
+type clusterStatus struct {
+	Leader struct {
+		ID   uint32 `json:"id"`
+		Name string `json:"name"`
+		Term int64  `json:"term"`
+	} `json:"leader"`
+	HasLeader bool `json:"has_leader"`
+	Members   []struct {
+		Name string `json:"name"`
+	} `json:"members"`
+	LeaderStatus *struct {
+		Blocks int      `json:"blocks"`
+		Nodes  []uint32 `json:"nodes"`
+	} `json:"leader_status"`
+}
+
+func (n *cnode) status(t *testing.T) (clusterStatus, bool) {
+	t.Helper()
+	var st clusterStatus
+	code, b, _ := n.do(t, "GET", "/v1/cluster", nil, nil)
+	if code != 200 {
+		return st, false
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st, true
+}
+
+// holders returns the names of the nodes holding k, sorted, and their tiers.
+func (n *cnode) holders(t *testing.T, k block.Key) ([]string, map[string][]string) {
+	t.Helper()
+	var resp struct {
+		Blocks []struct {
+			Nodes []struct {
+				Name  string   `json:"name"`
+				Tiers []string `json:"tiers"`
+			} `json:"nodes"`
+		} `json:"blocks"`
+	}
+	if n.postJSON(t, "/v1/cluster/holders", map[string]any{"keys": []block.Key{k}}, &resp) != 200 || len(resp.Blocks) != 1 {
+		return nil, nil
+	}
+	var names []string
+	tiers := map[string][]string{}
+	for _, h := range resp.Blocks[0].Nodes {
+		names = append(names, h.Name)
+		tiers[h.Name] = h.Tiers
+	}
+	slices.Sort(names)
+	return names, tiers
+}
+
+type match struct {
+	Name      string         `json:"name"`
+	PrefixLen int            `json:"prefix_len"`
+	Tiers     map[string]int `json:"tiers"`
+}
+
+func (n *cnode) query(t *testing.T, chain []block.Key) ([]match, bool) {
+	t.Helper()
+	var resp struct {
+		Nodes []match `json:"nodes"`
+	}
+	if n.postJSON(t, "/v1/cluster/query", map[string]any{"keys": chain}, &resp) != 200 {
+		return nil, false
+	}
+	return resp.Nodes, true
+}
+
+// waitFor polls f until it returns "" or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, f func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		msg := f()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v: %s", what, d, msg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitCluster waits until every node sees them all and one leader that
+// has every node's full state.
+func waitCluster(t *testing.T, nodes ...*cnode) string {
+	t.Helper()
+	var leader string
+	waitFor(t, 30*time.Second, "cluster formed", func() string {
+		for _, n := range nodes {
+			st, ok := n.status(t)
+			switch {
+			case !ok:
+				return n.name + ": no status"
+			case !st.HasLeader:
+				return n.name + ": no leader"
+			case len(st.Members) != len(nodes):
+				return fmt.Sprintf("%s sees %d members", n.name, len(st.Members))
+			case st.LeaderStatus == nil || len(st.LeaderStatus.Nodes) != len(nodes):
+				return n.name + ": the leader has not heard from every node"
+			}
+			leader = st.Leader.Name
+		}
+		return ""
+	})
+	return leader
+}
+
+func chainKeys(t *testing.T, n int, seed uint32) []block.Key {
+	t.Helper()
+	tokens := make([]uint32, 16*n)
+	for i := range tokens {
+		tokens[i] = seed*7919 + uint32(i)
+	}
+	keys, err := block.ChainKeys(clusterNS, 16, tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+func TestClusterEmbeddedEtcd(t *testing.T) {
+	root := t.TempDir()
+	a := serveCluster(t, "a", filepath.Join(root, "a"), "--etcd-embedded", "--etcd-embedded-listen", "127.0.0.1:0")
+	etcd := a.banner["etcd"]
+	if !strings.HasPrefix(etcd, "http://127.0.0.1:") {
+		t.Fatalf("banner names no embedded etcd: %v", a.banner)
+	}
+	b := serveCluster(t, "b", filepath.Join(root, "b"), "--etcd", etcd)
+	c := serveCluster(t, "c", filepath.Join(root, "c"), "--etcd", etcd)
+	waitCluster(t, a, b, c)
+
+	// Put on A, read on B and C: the same bytes, from A.
+	keys := chainKeys(t, 4, 1)
+	data := map[block.Key][]byte{}
+	for i, k := range keys {
+		data[k] = testData(100+i, 200_000)
+		a.put(t, k, data[k], 0)
+	}
+	waitFor(t, 10*time.Second, "blocks indexed", func() string {
+		if hs, _ := c.holders(t, keys[3]); !slices.Equal(hs, []string{"a"}) {
+			return fmt.Sprintf("holders %v", hs)
+		}
+		return ""
+	})
+	for _, n := range []*cnode{b, c} {
+		if st, src := n.get(t, keys[0], data[keys[0]]); st != 200 || src != "a" {
+			t.Fatalf("GET on %s: %d from %q", n.name, st, src)
+		}
+	}
+	if st, src := a.get(t, keys[0], data[keys[0]]); st != 200 || src != "a" {
+		t.Fatalf("local GET on a: %d from %q", st, src)
+	}
+	// The cluster prefix query: A holds the whole chain.
+	ms, ok := b.query(t, append(slices.Clone(keys), chainKeys(t, 1, 9)...))
+	if !ok || len(ms) == 0 || ms[0].Name != "a" || ms[0].PrefixLen != 4 {
+		t.Fatalf("query: %+v", ms)
+	}
+	// A block put with 3 replicas gets them.
+	k := chainKeys(t, 1, 2)[0]
+	data[k] = testData(7, 100_000)
+	b.put(t, k, data[k], 3)
+	waitFor(t, 15*time.Second, "3 replicas", func() string {
+		if hs, _ := a.holders(t, k); len(hs) != 3 {
+			return fmt.Sprintf("holders %v", hs)
+		}
+		return ""
+	})
+	// Bad input is a 4xx, not a crash.
+	if st, _, _ := b.do(t, "PUT", "/v1/blocks/"+k.String(), []byte("x"), map[string]string{"X-Yuebing-Namespace": clusterNS, "X-Yuebing-Replicas": "0"}); st != 400 {
+		t.Fatalf("replicas 0: %d", st)
+	}
+	if st := b.postJSON(t, "/v1/blocks/"+k.String()+"/replicas", map[string]any{"count": 300}, nil); st != 400 {
+		t.Fatalf("count 300: %d", st)
+	}
+	if st, body, _ := b.do(t, "POST", "/internal/v1/report", []byte("garbage"), nil); st != 401 {
+		t.Fatalf("internal API without the cluster token: %d %s", st, body)
+	}
+	// Lowering the count drops the extra replicas after the cooldown; the
+	// count is accepted either way.
+	if st := c.postJSON(t, "/v1/blocks/"+k.String()+"/replicas", map[string]any{"count": 1}, nil); st != 200 {
+		t.Fatalf("set replicas: %d", st)
+	}
+}
+
+// etcdServer starts Debian's etcd on free loopback ports.
+func etcdServer(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		t.Skip("etcd is not installed (apt-get install etcd-server); skipping the external-etcd cluster test")
+	}
+	client, peer := freePort(t), freePort(t)
+	cmd := exec.Command(bin, "--name", "t", "--data-dir", t.TempDir(),
+		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
+		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
+		"--initial-cluster", "t=http://"+peer, "--log-level", "error")
+	cmd.Env = append(os.Environ(), "ETCD_UNSUPPORTED_ARCH="+goarch())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	waitFor(t, 30*time.Second, "etcd up", func() string {
+		resp, err := http.Get("http://" + client + "/health")
+		if err != nil {
+			return err.Error()
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return resp.Status
+		}
+		return ""
+	})
+	return "http://" + client
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func TestClusterFailures(t *testing.T) {
+	etcd := etcdServer(t)
+	root := t.TempDir()
+	nodes := map[string]*cnode{}
+	for _, name := range []string{"a", "b", "c"} {
+		nodes[name] = serveCluster(t, name, filepath.Join(root, name), "--etcd", etcd)
+	}
+	all := func() []*cnode { return []*cnode{nodes["a"], nodes["b"], nodes["c"]} }
+	leader := waitCluster(t, all()...)
+	var others []string
+	for _, name := range []string{"a", "b", "c"} {
+		if name != leader {
+			others = append(others, name)
+		}
+	}
+	p, q := nodes[others[0]], nodes[others[1]]
+
+	// A replicated block, put on a node that does not lead.
+	k := chainKeys(t, 1, 3)[0]
+	want := testData(3, 150_000)
+	p.put(t, k, want, 2)
+	waitFor(t, 15*time.Second, "2 replicas", func() string {
+		if hs, _ := p.holders(t, k); len(hs) != 2 {
+			return fmt.Sprintf("holders %v", hs)
+		}
+		return ""
+	})
+	// P also keeps a chain, most of it demoted to SSD by its 2 MiB DRAM.
+	chain := chainKeys(t, 12, 4)
+	data := map[block.Key][]byte{}
+	for i, c := range chain {
+		data[c] = testData(200+i, 250_000)
+		p.put(t, c, data[c], 0)
+	}
+	var onSSD []block.Key
+	waitFor(t, 15*time.Second, "chain indexed, partly on SSD", func() string {
+		onSSD = onSSD[:0]
+		for _, c := range chain {
+			hs, tiers := q.holders(t, c)
+			if !slices.Equal(hs, []string{p.name}) {
+				return fmt.Sprintf("%s held by %v", c, hs)
+			}
+			if slices.Equal(tiers[p.name], []string{"ssd"}) {
+				onSSD = append(onSSD, c)
+			}
+		}
+		if len(onSSD) == 0 {
+			return "nothing on SSD yet"
+		}
+		return ""
+	})
+
+	// kill -9 the node the block was put on: reads go to the replica, and
+	// the leader repairs the count on the third node.
+	p.kill(t)
+	if st, src := q.get(t, k, want); st != 200 {
+		t.Fatalf("GET on %s after killing %s: %d from %q", q.name, p.name, st, src)
+	}
+	waitFor(t, 20*time.Second, "replica count repaired", func() string {
+		hs, _ := q.holders(t, k)
+		if len(hs) != 2 || slices.Contains(hs, p.name) {
+			return fmt.Sprintf("holders %v", hs)
+		}
+		return ""
+	})
+	// The restarted node rejoins and its SSD blocks are back in the index.
+	p = p.restart(t)
+	nodes[p.name] = p
+	waitFor(t, 20*time.Second, "SSD blocks back in the index", func() string {
+		for _, c := range onSSD {
+			if hs, _ := q.holders(t, c); !slices.Contains(hs, p.name) {
+				return fmt.Sprintf("%s held by %v", c, hs)
+			}
+		}
+		return ""
+	})
+	for _, c := range onSSD {
+		if st, _ := q.get(t, c, data[c]); st != 200 {
+			t.Fatalf("GET of an SSD block of the restarted node: %d", st)
+		}
+	}
+	if testing.Short() {
+		return
+	}
+
+	// kill -9 the leader: another is elected and rebuilds the same index
+	// from the nodes' full states.
+	before, ok := q.query(t, chain)
+	if !ok || len(before) == 0 {
+		t.Fatalf("query before: %+v", before)
+	}
+	old := nodes[leader]
+	oldStatus, _ := q.status(t)
+	old.kill(t)
+	waitFor(t, 30*time.Second, "new leader with the same answers", func() string {
+		st, ok := q.status(t)
+		if !ok || !st.HasLeader || st.Leader.Name == old.name || st.Leader.Term <= oldStatus.Leader.Term {
+			return fmt.Sprintf("leader %+v", st.Leader)
+		}
+		after, ok := q.query(t, chain)
+		if !ok {
+			return "no query answer"
+		}
+		var want []match
+		for _, m := range before {
+			if m.Name != old.name {
+				want = append(want, m)
+			}
+		}
+		if fmt.Sprint(after) != fmt.Sprint(want) {
+			return fmt.Sprintf("query %v, before %v", after, want)
+		}
+		return ""
+	})
+	if st, _ := q.get(t, k, want); st != 200 {
+		t.Fatalf("GET of the replicated block after the leader died: %d", st)
+	}
+}

@@ -1,0 +1,5 @@
+package main
+
+import "runtime"
+
+func goarch() string { return runtime.GOARCH }

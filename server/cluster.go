@@ -1,0 +1,517 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/cluster"
+	"github.com/yuebing/yuebing/tier"
+)
+
+// ClusterConfig joins the node to a cluster (docs/cluster.md). With Name
+// empty the node runs alone.
+type ClusterConfig struct {
+	// Name of the cluster to join. Empty: no cluster.
+	Name string `yaml:"name"`
+	// NodeName identifies this node across restarts (it keeps its node id
+	// and so its place in the index). Default: the host name. Nodes
+	// sharing a host need names of their own.
+	NodeName string `yaml:"node_name"`
+	// Etcd is the comma-separated list of etcd client URLs.
+	Etcd string `yaml:"etcd"`
+	// EtcdEmbedded starts a single-member etcd inside this node, for a dev
+	// cluster: the other nodes set etcd to its URL. When Etcd is empty the
+	// node uses it itself.
+	EtcdEmbedded bool `yaml:"etcd_embedded"`
+	// EtcdEmbeddedListen is the embedded etcd's client host:port. Default
+	// 127.0.0.1:2379.
+	EtcdEmbeddedListen string `yaml:"etcd_embedded_listen"`
+	// EtcdEmbeddedPeerListen is its peer host:port. Default 127.0.0.1:2380.
+	EtcdEmbeddedPeerListen string `yaml:"etcd_embedded_peer_listen"`
+	// TokenFile holds the cluster token that nodes present to each other
+	// (internal API and transfer service). Required unless every listener
+	// is on loopback, where a token derived from the cluster name is used.
+	TokenFile string `yaml:"token_file"`
+	// AdvertiseHTTP, AdvertiseTransfer and AdvertiseRESP are the addresses
+	// other nodes reach this one at. Default: the bound listen addresses,
+	// which must then name a host.
+	AdvertiseHTTP     string `yaml:"advertise_http"`
+	AdvertiseTransfer string `yaml:"advertise_transfer"`
+	AdvertiseRESP     string `yaml:"advertise_resp"`
+	// LeaseTTL is how long a silent node stays a member, and so how soon
+	// a dead node or leader is noticed. Default 10s.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// ReportInterval is how often the node tells the leader what changed
+	// in its store. Default 200ms.
+	ReportInterval time.Duration `yaml:"report_interval"`
+	// Admit says whether a block read from another node is also stored
+	// here: always, second-hit (default: fetched twice recently) or never.
+	Admit string `yaml:"admit"`
+	// MaxFetchBytes bounds the bytes of blocks being fetched from other
+	// nodes at once. Default 256MiB.
+	MaxFetchBytes ByteSize `yaml:"max_fetch_bytes"`
+	// MaxPending bounds the changes waiting to be reported; past it the
+	// node sends its full state instead. Default 65536.
+	MaxPending int `yaml:"max_pending"`
+	// HotHits is the hits per window at which a block gains a replica.
+	// Default 32.
+	HotHits int `yaml:"hot_hits"`
+	// MaxReplicas caps the replicas heat alone gives a block. Default 8.
+	MaxReplicas int `yaml:"max_replicas"`
+	// HeatWindow is how far back heat looks. Default 60s.
+	HeatWindow time.Duration `yaml:"heat_window"`
+}
+
+// Enabled reports whether the node joins a cluster.
+func (c *ClusterConfig) Enabled() bool { return c.Name != "" }
+
+func (c *ClusterConfig) ensureDefaults() {
+	if !c.Enabled() {
+		return
+	}
+	if c.NodeName == "" {
+		c.NodeName, _ = os.Hostname()
+	}
+	if c.EtcdEmbeddedListen == "" {
+		c.EtcdEmbeddedListen = "127.0.0.1:2379"
+	}
+	if c.EtcdEmbeddedPeerListen == "" {
+		c.EtcdEmbeddedPeerListen = "127.0.0.1:2380"
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 10 * time.Second
+	}
+	if c.ReportInterval == 0 {
+		c.ReportInterval = 200 * time.Millisecond
+	}
+	if c.Admit == "" {
+		c.Admit = cluster.AdmitSecondHit
+	}
+	if c.MaxFetchBytes == 0 {
+		c.MaxFetchBytes = 256 << 20
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = 65536
+	}
+	if c.HotHits == 0 {
+		c.HotHits = 32
+	}
+	if c.MaxReplicas == 0 {
+		c.MaxReplicas = 8
+	}
+	if c.HeatWindow == 0 {
+		c.HeatWindow = time.Minute
+	}
+}
+
+// EtcdEndpoints returns the etcd URLs of Etcd.
+func (c *ClusterConfig) EtcdEndpoints() []string {
+	var out []string
+	for _, s := range strings.Split(c.Etcd, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (c *Config) validateCluster(bad func(field, format string, args ...any)) {
+	cc := &c.Cluster
+	if !cc.Enabled() {
+		if cc.EtcdEmbedded || cc.Etcd != "" {
+			bad("cluster.name", "required with cluster.etcd or cluster.etcd_embedded (--cluster NAME)")
+		}
+		return
+	}
+	if !cluster.ValidName(cc.Name) {
+		bad("cluster.name", "%q: want 1 to 63 letters, digits, '.', '_' or '-'", cc.Name)
+	}
+	if !cluster.ValidName(cc.NodeName) {
+		bad("cluster.node_name", "%q: want 1 to 63 letters, digits, '.', '_' or '-' (set --node-name)", cc.NodeName)
+	}
+	if len(cc.EtcdEndpoints()) == 0 && !cc.EtcdEmbedded {
+		bad("cluster.etcd", "required: etcd client URLs (--etcd http://h1:2379,...), or cluster.etcd_embedded (--etcd-embedded) for a dev cluster")
+	}
+	for _, u := range cc.EtcdEndpoints() {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			bad("cluster.etcd", "%q: want a URL like http://127.0.0.1:2379", u)
+		}
+	}
+	if cc.EtcdEmbedded {
+		for _, l := range []struct{ field, addr string }{{"cluster.etcd_embedded_listen", cc.EtcdEmbeddedListen}, {"cluster.etcd_embedded_peer_listen", cc.EtcdEmbeddedPeerListen}} {
+			if err := checkListen(l.addr); err != nil {
+				bad(l.field, "%q: %v", l.addr, err)
+			}
+		}
+	}
+	if c.Transfer.Listen == "" {
+		bad("transfer.listen", "required in a cluster: blocks move between nodes over the transfer service")
+	}
+	if cc.TokenFile == "" && !c.allLoopback() {
+		bad("cluster.token_file", "required when a listener is not on loopback: nodes authenticate each other with this token")
+	}
+	for _, a := range []struct{ field, adv, listen string }{
+		{"cluster.advertise_http", cc.AdvertiseHTTP, c.HTTP.Listen},
+		{"cluster.advertise_transfer", cc.AdvertiseTransfer, c.Transfer.Listen},
+	} {
+		if a.adv != "" {
+			if err := checkListen(a.adv); err != nil {
+				bad(a.field, "%q: %v", a.adv, err)
+			}
+			continue
+		}
+		if host, _, err := net.SplitHostPort(a.listen); err == nil && unspecifiedHost(host) {
+			bad(a.field, "required: the listener %q names no host other nodes could reach", a.listen)
+		}
+	}
+	switch cc.Admit {
+	case cluster.AdmitAlways, cluster.AdmitSecondHit, cluster.AdmitNever:
+	default:
+		bad("cluster.admit", "%q: want always, second-hit or never", cc.Admit)
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"cluster.lease_ttl", cc.LeaseTTL}, {"cluster.report_interval", cc.ReportInterval}, {"cluster.heat_window", cc.HeatWindow}} {
+		if d.v <= 0 {
+			bad(d.field, "%v: want a positive duration", d.v)
+		}
+	}
+	if cc.MaxFetchBytes < c.Limits.MaxBlockSize {
+		bad("cluster.max_fetch_bytes", "%s: must be at least limits.max_block_size (%s)", cc.MaxFetchBytes, c.Limits.MaxBlockSize)
+	}
+	if cc.MaxPending < 1 {
+		bad("cluster.max_pending", "%d: must be positive", cc.MaxPending)
+	}
+	if cc.HotHits < 1 {
+		bad("cluster.hot_hits", "%d: must be positive", cc.HotHits)
+	}
+	if cc.MaxReplicas < 1 || cc.MaxReplicas > 255 {
+		bad("cluster.max_replicas", "%d: want 1 to 255", cc.MaxReplicas)
+	}
+}
+
+func unspecifiedHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}
+
+func (c *Config) allLoopback() bool {
+	for _, a := range []string{c.HTTP.Listen, c.RESP.Listen, c.Transfer.Listen} {
+		if a != "" && !isLoopback(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// clusterToken reads the token file, or derives the loopback dev token.
+func (c *Config) clusterToken() (string, error) {
+	if c.Cluster.TokenFile == "" {
+		return "yuebing-dev-cluster/" + c.Cluster.Name, nil
+	}
+	b, err := os.ReadFile(c.Cluster.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("%w: cluster.token_file: %v", ErrInvalidConfig, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 16 || len(tok) > 256 {
+		return "", fmt.Errorf("%w: cluster.token_file: the token must be 16 to 256 bytes, got %d", ErrInvalidConfig, len(tok))
+	}
+	return tok, nil
+}
+
+// clusterParts are a node's cluster pieces, started and stopped with it.
+type clusterParts struct {
+	node *cluster.Node
+	etcd *cluster.Embedded
+}
+
+// newCluster starts the embedded etcd (if configured) and prepares the
+// node's cluster membership; joinCluster starts it once the listeners are
+// bound.
+func newCluster(cfg Config, store *tier.Hierarchy, n *Node) (*clusterParts, error) {
+	cc := cfg.Cluster
+	token, err := cfg.clusterToken()
+	if err != nil {
+		return nil, err
+	}
+	parts := &clusterParts{}
+	endpoints := cc.EtcdEndpoints()
+	if cc.EtcdEmbedded {
+		e, err := cluster.StartEmbedded(cluster.EmbedOptions{
+			Dir: filepath.Join(cfg.DataDir, "etcd"), Name: cc.NodeName,
+			ClientListen: cc.EtcdEmbeddedListen, PeerListen: cc.EtcdEmbeddedPeerListen,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("server: cluster.etcd_embedded: %w", err)
+		}
+		parts.etcd = e
+		if len(endpoints) == 0 {
+			endpoints = []string{e.Endpoint()}
+		}
+	}
+	ropts := cluster.Options{
+		Cluster: cc.Name, NodeName: cc.NodeName, Endpoints: endpoints, Token: token,
+		TransferListen: cfg.Transfer.Listen, LeaseTTL: cc.LeaseTTL, ReportInterval: cc.ReportInterval,
+		Admit: cc.Admit, MaxFetchBytes: int64(cc.MaxFetchBytes), MaxPending: cc.MaxPending,
+		Logger: n.log,
+	}
+	ropts.Replication.HotHits = uint32(cc.HotHits)
+	ropts.Replication.MaxReplicas = cc.MaxReplicas
+	ropts.Replication.Window = cc.HeatWindow
+	node, err := cluster.New(ropts, store)
+	if err != nil {
+		parts.close()
+		return nil, fmt.Errorf("server: cluster: %w", err)
+	}
+	parts.node = node
+	return parts, nil
+}
+
+// join registers the node, now that its listeners have addresses.
+func (p *clusterParts) join(cfg Config, httpAddr string) error {
+	cc := cfg.Cluster
+	addrs := cluster.Addrs{HTTP: cc.AdvertiseHTTP, Transfer: cc.AdvertiseTransfer, RESP: cc.AdvertiseRESP}
+	if addrs.HTTP == "" {
+		addrs.HTTP = httpAddr
+	}
+	if addrs.Transfer == "" {
+		addrs.Transfer = p.node.TransferAddr()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.node.Start(ctx, addrs); err != nil {
+		return fmt.Errorf("server: cluster: %w", err)
+	}
+	return nil
+}
+
+func (p *clusterParts) close() error {
+	var err error
+	if p.node != nil {
+		err = p.node.Close()
+	}
+	if p.etcd != nil {
+		p.etcd.Close()
+	}
+	return err
+}
+
+// withInternal routes /internal/ to the cluster's internal API, outside
+// the tenants' /v1 and its authentication: peers present the cluster token.
+func withInternal(h http.Handler, c *cluster.Node) http.Handler {
+	if c == nil {
+		return h
+	}
+	internal := c.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/internal/") {
+			internal.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Header names of cluster reads and puts.
+const (
+	// HeaderSource names the node a block was read from.
+	HeaderSource = "X-Yuebing-Source"
+	// HeaderReplicas is a put's replica count (replica_num).
+	HeaderReplicas = "X-Yuebing-Replicas"
+)
+
+// ErrNoCluster: a cluster endpoint on a node that runs alone.
+var ErrNoCluster = errors.New("server: not in a cluster")
+
+func (a *API) clusterNode() (*cluster.Node, error) {
+	if a.opts.Cluster == nil {
+		return nil, fmt.Errorf("%w: start the node with --cluster NAME", ErrNoCluster)
+	}
+	return a.opts.Cluster, nil
+}
+
+// replicasHeader parses X-Yuebing-Replicas: 0 when absent.
+func (a *API) replicasHeader(c *gin.Context) (int, error) {
+	h := c.GetHeader(HeaderReplicas)
+	if h == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(h)
+	if err != nil || n < 1 || n > 255 {
+		return 0, fmt.Errorf("%w: %s %q: want a replica count from 1 to 255", ErrBadRequest, HeaderReplicas, h)
+	}
+	if n > 1 && a.opts.Cluster == nil {
+		return 0, fmt.Errorf("%w: %s %d needs a cluster (serve --cluster NAME)", ErrBadRequest, HeaderReplicas, n)
+	}
+	return n, nil
+}
+
+type clusterKeysRequest struct {
+	Keys []block.Key `json:"keys"`
+}
+
+func (a *API) clusterKeys(c *gin.Context) ([]block.Key, bool) {
+	var req clusterKeysRequest
+	if err := a.decodeJSON(c, &req); err != nil {
+		a.fail(c, err)
+		return nil, false
+	}
+	if len(req.Keys) == 0 || len(req.Keys) > a.limits.MaxBatchKeys {
+		a.fail(c, fmt.Errorf("%w: %d keys, want 1 to %d (limits.max_batch_keys)", ErrBadRequest, len(req.Keys), a.limits.MaxBatchKeys))
+		return nil, false
+	}
+	return req.Keys, true
+}
+
+// getCluster answers GET /v1/cluster: members, leader, the leader's index
+// and replication figures.
+func (a *API) getCluster(c *gin.Context) {
+	cn, err := a.clusterNode()
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, cn.Status(c.Request.Context()))
+}
+
+// clusterQuery answers POST /v1/cluster/query: per node, the longest
+// prefix of the chain it holds and its per-tier counts.
+func (a *API) clusterQuery(c *gin.Context) {
+	cn, err := a.clusterNode()
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	keys, ok := a.clusterKeys(c)
+	if !ok {
+		return
+	}
+	ms, err := cn.Query(c.Request.Context(), keys)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	if ms == nil {
+		ms = []cluster.Match{}
+	}
+	c.JSON(http.StatusOK, gin.H{"nodes": ms})
+}
+
+// clusterHolders answers POST /v1/cluster/holders: the nodes holding each
+// key.
+func (a *API) clusterHolders(c *gin.Context) {
+	cn, err := a.clusterNode()
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	keys, ok := a.clusterKeys(c)
+	if !ok {
+		return
+	}
+	hs, err := cn.Holders(c.Request.Context(), keys)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	type item struct {
+		Key      block.Key            `json:"key"`
+		Replicas int                  `json:"replicas"`
+		Nodes    []cluster.HolderInfo `json:"nodes"`
+	}
+	out := make([]item, len(keys))
+	for i, k := range keys {
+		out[i] = item{Key: k, Replicas: len(hs[i]), Nodes: hs[i]}
+	}
+	c.JSON(http.StatusOK, gin.H{"blocks": out})
+}
+
+type replicasRequest struct {
+	Count int `json:"count"`
+}
+
+// setReplicas answers POST /v1/blocks/{key}/replicas: a block's replica
+// count (Mooncake's change_replica). A tenant may change the count of a
+// block it can see on this node; any other needs an admin.
+func (a *API) setReplicas(c *gin.Context) {
+	cn, err := a.clusterNode()
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	t, err := blockTarget(c, false)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	var req replicasRequest
+	if err := a.decodeJSON(c, &req); err != nil {
+		a.fail(c, err)
+		return
+	}
+	if req.Count < 1 || req.Count > 255 {
+		a.fail(c, fmt.Errorf("%w: count %d: want 1 to 255", ErrBadRequest, req.Count))
+		return
+	}
+	p := principal(c)
+	if a.store.Contains(t.key) {
+		if _, _, err := a.visible(p, t); err != nil {
+			a.fail(c, err)
+			return
+		}
+	} else if err := requireAdmin(p); err != nil {
+		a.fail(c, err)
+		return
+	}
+	if err := cn.SetReplicas(c.Request.Context(), t.key, req.Count); err != nil {
+		a.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"key": t.key, "count": req.Count})
+}
+
+// readRemote serves a GET or HEAD of a block this node does not hold: it
+// is read from a node that does, over the transfer service.
+func (a *API) readRemote(c *gin.Context, t target, head bool) {
+	p := principal(c)
+	h, o, err := a.store.Fetch(c.Request.Context(), t.key)
+	if err != nil {
+		if errors.Is(err, tier.ErrNotFound) {
+			err = notFound(t)
+		}
+		a.fail(c, err)
+		return
+	}
+	defer h.Release()
+	meta := o.Info.Meta
+	if o.Level != tier.RemoteLevel {
+		// It arrived here meanwhile.
+		info, _, err := a.store.Stat(t.key)
+		if err != nil {
+			a.fail(c, notFound(t))
+			return
+		}
+		meta = info.Meta
+	}
+	if needsCheck(p, t) && !canSee(p, t, meta) {
+		a.fail(c, notFound(t))
+		return
+	}
+	a.sendBlock(c, h, o, meta, head)
+}
