@@ -207,7 +207,7 @@ func NewHierarchy(tiers []Tier, opts HierarchyOptions) (*Hierarchy, error) {
 		t.Range(func(k block.Key, info BlockInfo) bool {
 			h.ix.Update(k, func(e index.Entry, _ bool) (index.Entry, bool) {
 				e.Tiers = e.Tiers.With(level)
-				setInfo(&e, info)
+				setInfo(&e, level, info)
 				return e, true
 			})
 			return true
@@ -331,7 +331,7 @@ func (h *Hierarchy) setTier(key block.Key, level int, info BlockInfo) {
 	now := uint32(h.opts.Now().Unix())
 	h.ix.Update(key, func(e index.Entry, _ bool) (index.Entry, bool) {
 		e.Tiers = e.Tiers.With(level)
-		setInfo(&e, info)
+		setInfo(&e, level, info)
 		e.Access = now
 		return e, true
 	})
@@ -341,7 +341,13 @@ func (h *Hierarchy) setTier(key block.Key, level int, info BlockInfo) {
 // FlagChecksum in an index entry's Flags says its Checksum is known.
 const FlagChecksum = 1
 
-func setInfo(e *index.Entry, info BlockInfo) {
+// setInfo records a tier's view of the block. For the top tier, Loc keeps
+// the copy's version (see BlockInfo.Version), so the eviction of an old copy
+// is told from the current one.
+func setInfo(e *index.Entry, level int, info BlockInfo) {
+	if level == 0 {
+		e.Loc = info.Version
+	}
 	e.Size = uint32(info.Size)
 	if info.HasChecksum {
 		e.Checksum = info.Checksum
@@ -350,10 +356,25 @@ func setInfo(e *index.Entry, info BlockInfo) {
 	e.PinnedUntil = max(e.PinnedUntil, unixSeconds(info.PinnedUntil))
 }
 
-func (h *Hierarchy) clearTier(key block.Key, level int) {
+// anyVersion matches every copy in clearCopy: for callers that forget a
+// level whatever copy it holds (lower tiers report only current copies).
+const anyVersion = ^uint64(0)
+
+
+// current reports whether e's copy at level is the one of the given version.
+func current(e index.Entry, level int, version uint64) bool {
+	return e.Tiers.Has(level) && (level != 0 || version == anyVersion || e.Loc == version)
+}
+
+// clearCopy forgets the block's copy at level if it is the copy of the given
+// version; a newer copy put meanwhile stays indexed.
+func (h *Hierarchy) clearCopy(key block.Key, level int, version uint64) {
 	gone, had := false, false
 	h.ix.Update(key, func(e index.Entry, ok bool) (index.Entry, bool) {
-		had = ok && e.Tiers.Has(level)
+		if !ok || !current(e, level, version) {
+			return e, ok
+		}
+		had = true
 		e.Tiers = e.Tiers.Without(level)
 		gone = ok && e.Tiers == 0
 		return e, ok && e.Tiers != 0
@@ -435,10 +456,10 @@ func (h *Hierarchy) getLocal(ctx context.Context, key block.Key) (*Handle, int, 
 				h.hits.Add(1)
 				return hd, level, nil
 			}
-			h.clearTier(key, level) // evicted since the index was read
+			h.clearCopy(key, level, e.Loc) // evicted since the index was read
 		case errors.Is(err, ErrCorrupt):
 			corrupt = err
-			h.clearTier(key, level)
+			h.clearCopy(key, level, e.Loc)
 		default:
 			return nil, -1, err
 		}
@@ -609,16 +630,26 @@ func (h *Hierarchy) inflightHandleExists(key block.Key) bool {
 // a copy; otherwise it is forgotten at that level.
 func (h *Hierarchy) evicted(ctx context.Context, level int, key block.Key, info BlockInfo, hd *Handle) {
 	next := level + 1
+	version := anyVersion
+	if hd != nil {
+		version = info.Version
+		// A copy replaced by a newer one (or deleted) while it was being
+		// evicted is no longer the block: let it go without a trace.
+		if e, ok := h.ix.Get(key); !ok || !current(e, level, version) {
+			hd.Release()
+			return
+		}
+	}
 	if hd == nil || next >= len(h.tiers) || h.closed.Load() {
 		if hd != nil {
 			hd.Release()
 		}
-		h.clearTier(key, level)
+		h.clearCopy(key, level, version)
 		return
 	}
 	if e, ok := h.ix.Get(key); ok && e.Tiers.Has(next) {
 		hd.Release() // a clean copy: the lower tier has it already
-		h.clearTier(key, level)
+		h.clearCopy(key, level, version)
 		return
 	}
 	d := &demotion{key: key, info: info, h: hd, level: level, weight: min(info.Size+1, h.opts.DemoteQueueBytes)}
@@ -633,8 +664,8 @@ func (h *Hierarchy) evicted(ctx context.Context, level int, key block.Key, info 
 		}
 	}
 	h.inflight.Lock()
-	if e, ok := h.ix.Get(key); !ok || !e.Tiers.Has(level) {
-		h.inflight.Unlock() // deleted while being evicted
+	if e, ok := h.ix.Get(key); !ok || !current(e, level, version) {
+		h.inflight.Unlock() // deleted or replaced while being evicted
 		h.demoteSem.Release(d.weight)
 		hd.Release()
 		return
@@ -646,14 +677,14 @@ func (h *Hierarchy) evicted(ctx context.Context, level int, key block.Key, info 
 	case <-h.ctx.Done():
 		h.finishDemotion(d)
 		h.demoteSem.Release(d.weight)
-		h.clearTier(key, level)
+		h.clearCopy(key, level, version)
 	}
 }
 
 func (h *Hierarchy) dropDemotion(d *demotion) {
 	h.dropped.Add(1)
 	d.h.Release()
-	h.clearTier(d.key, d.level)
+	h.clearCopy(d.key, d.level, d.info.Version)
 }
 
 func (h *Hierarchy) finishDemotion(d *demotion) {
@@ -677,7 +708,7 @@ func (h *Hierarchy) demoteLoop() {
 				case d := <-h.demoteQ:
 					h.finishDemotion(d)
 					h.demoteSem.Release(d.weight)
-					h.clearTier(d.key, d.level)
+					h.clearCopy(d.key, d.level, d.info.Version)
 				default:
 					return
 				}
@@ -708,8 +739,8 @@ func (h *Hierarchy) demote(d *demotion) {
 	var pinnedUntil uint32
 	if !cancelled && wrote {
 		h.ix.Update(d.key, func(e index.Entry, ok bool) (index.Entry, bool) {
-			if !ok || !e.Tiers.Has(d.level) {
-				cancelled = true // deleted: the copy must go
+			if !ok || !current(e, d.level, d.info.Version) {
+				cancelled = true // deleted or replaced: the copy must go
 				return e, ok
 			}
 			e.Tiers = e.Tiers.Without(d.level).With(next)
@@ -727,7 +758,7 @@ func (h *Hierarchy) demote(d *demotion) {
 	case cancelled && err == nil:
 		lower.Delete(d.key) // deleted while in flight: undo the copy
 	case !wrote:
-		h.clearTier(d.key, d.level)
+		h.clearCopy(d.key, d.level, d.info.Version)
 		if !errors.Is(err, ErrNoSpace) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrClosed) {
 			h.opts.Logger.Warn("tier: demotion failed; block dropped", "key", d.key, "to", lower.Name(), "err", err)
 		}

@@ -369,6 +369,11 @@ func runModel(t *testing.T, h *tier.Hierarchy, seed uint64, g int) {
 			if deleted[k] {
 				t.Errorf("seed %d op %d: deleted block came back", seed, i)
 			}
+			// A key deleted and put again with another size must never
+			// read back its old value (a stale copy).
+			if want, ok := model[k]; ok && hd.Len() != want {
+				t.Errorf("seed %d op %d: Get returned a %d-byte value, the current one has %d", seed, i, hd.Len(), want)
+			}
 			if !bytes.Equal(hd.Bytes(), tiertest.Value(k, hd.Len())) {
 				t.Errorf("seed %d op %d: Get returned wrong bytes", seed, i)
 			}

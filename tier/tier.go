@@ -76,6 +76,11 @@ type BlockInfo struct {
 	// not be known yet; Handle.Checksum computes it.
 	Checksum    uint32
 	HasChecksum bool
+	// Version identifies this copy of the block in its tier: a block put
+	// again after a delete, or while its old copy is being evicted, is a new
+	// copy with a new version. The hierarchy uses it to tell an eviction or
+	// demotion of an old copy from the current one.
+	Version     uint64
 	PinnedUntil time.Time // zero when not pinned
 	Meta        []byte    // as stored with PutOptions.Meta; the caller may keep it
 }

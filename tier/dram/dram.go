@@ -136,7 +136,8 @@ type DRAM struct {
 		blocks  map[block.Key]*blk
 		policy  policy.Policy[block.Key]
 		pins    expiry.Heap[*blk]
-		pinned  int64 // bytes of soft-pinned blocks
+		pinned  int64  // bytes of soft-pinned blocks
+		version uint64 // the last block version handed out
 		space   chan struct{}
 		closed  bool
 		handles int64 // outstanding Handles and Writers; the arena is unmapped when Close finds none
@@ -165,6 +166,7 @@ type blk struct {
 	span        int32
 	off, size   int64
 	metaLen     int64         // PutOptions.Meta, stored in the arena right after the value
+	version     uint64        // see tier.BlockInfo.Version
 	sum         atomic.Uint64 // CRC-32C | sumKnown once computed
 	pins        int32
 	state       blockState
@@ -296,7 +298,9 @@ func (d *DRAM) create(ctx context.Context, key block.Key, size int64, opts tier.
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if b, ok := d.mu.blocks[key]; ok && b.state != stateDead {
+	// A block on its way out (evicting) does not count: a new copy may
+	// replace it, and the hierarchy tells the two apart by version.
+	if b, ok := d.mu.blocks[key]; ok && b.state == stateLive {
 		return nil, tier.ErrExists
 	}
 	metaLen := int64(len(opts.Meta))
@@ -394,7 +398,7 @@ func (d *DRAM) handOff(ctx context.Context, victims []*blk) {
 	handler := d.evictHandler()
 	d.mu.Unlock()
 	for _, b := range victims {
-		info := tier.BlockInfo{Size: b.size, Meta: d.meta(b)}
+		info := tier.BlockInfo{Size: b.size, Meta: d.meta(b), Version: b.version}
 		info.Checksum, info.HasChecksum = b.KnownChecksum()
 		handler(ctx, b.key, info, b.handle(d.view(b)))
 	}
@@ -511,7 +515,7 @@ func (d *DRAM) Stat(key block.Key) (tier.BlockInfo, error) {
 }
 
 func (d *DRAM) infoLocked(b *blk) tier.BlockInfo {
-	info := tier.BlockInfo{Size: b.size, Meta: d.meta(b)}
+	info := tier.BlockInfo{Size: b.size, Meta: d.meta(b), Version: b.version}
 	info.Checksum, info.HasChecksum = b.KnownChecksum()
 	if b.pinnedUntil != 0 {
 		info.PinnedUntil = time.Unix(0, b.pinnedUntil)

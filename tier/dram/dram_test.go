@@ -258,3 +258,69 @@ func TestCloseStopsPrefault(t *testing.T) {
 		t.Fatal("Close returned before the prefault stopped")
 	}
 }
+
+// TestReplaceWhileEvicting: a key put again while its old copy is still
+// with the evict handler gets a new copy with a new version; the old
+// copy's handle keeps its own bytes, and the tier serves only the new one.
+func TestReplaceWhileEvicting(t *testing.T) {
+	d, err := New(Options{Capacity: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	k := tiertest.Key(1)
+	old := bytes.Repeat([]byte{1}, 256<<10)
+	type evicted struct {
+		info tier.BlockInfo
+		h    *tier.Handle
+	}
+	got := make(chan evicted, 8)
+	release := make(chan struct{})
+	d.SetEvictHandler(func(_ context.Context, key block.Key, info tier.BlockInfo, h *tier.Handle) {
+		if key == k {
+			got <- evicted{info, h}
+			<-release // hold the old copy in its evicting state
+			return
+		}
+		h.Release()
+	})
+	if err := d.Put(t.Context(), k, old, tier.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	oldInfo, _ := d.Stat(k)
+	filled := make(chan error, 1)
+	go func() { // fills the tier until k is chosen as a victim
+		for i := 2; i < 6; i++ {
+			if err := d.Put(t.Context(), tiertest.Key(i), make([]byte, 256<<10), tier.PutOptions{}); err != nil {
+				filled <- err
+				return
+			}
+		}
+		filled <- nil
+	}()
+	ev := <-got
+	if ev.info.Version != oldInfo.Version {
+		t.Fatalf("evicted version %d, stored %d", ev.info.Version, oldInfo.Version)
+	}
+	fresh := bytes.Repeat([]byte{2}, 100<<10)
+	if err := d.Put(t.Context(), k, fresh, tier.PutOptions{}); err != nil {
+		t.Fatalf("put while the old copy is evicting: %v", err)
+	}
+	newInfo, err := d.Stat(k)
+	if err != nil || newInfo.Version == oldInfo.Version || newInfo.Size != int64(len(fresh)) {
+		t.Fatalf("after the replacing put: %+v, %v", newInfo, err)
+	}
+	close(release)
+	if err := <-filled; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ev.h.Bytes(), old) {
+		t.Fatal("the evicted copy's handle lost its bytes")
+	}
+	ev.h.Release()
+	h, err := d.Get(t.Context(), k)
+	if err != nil || !bytes.Equal(h.Bytes(), fresh) {
+		t.Fatalf("after the hand-off, Get = %v", err)
+	}
+	h.Release()
+}

@@ -97,7 +97,9 @@ func (w *writer) Commit(context.Context) error {
 	defer d.mu.Unlock()
 	w.done = true
 	d.mu.handles--
-	if old, ok := d.mu.blocks[w.key]; ok && old.state != stateDead || d.mu.closed {
+	// An old copy still being evicted is replaced: its hand-off finishes
+	// with it, and frees it, without touching the new one.
+	if old, ok := d.mu.blocks[w.key]; ok && old.state == stateLive || d.mu.closed {
 		d.freeLocked(w.span)
 		d.maybeUnmapLocked()
 		if d.mu.closed {
@@ -105,7 +107,8 @@ func (w *writer) Commit(context.Context) error {
 		}
 		return tier.ErrExists
 	}
-	b := &blk{t: d, key: w.key, span: w.span, off: w.off, size: int64(len(w.buf)), metaLen: int64(len(w.opts.Meta))}
+	d.mu.version++
+	b := &blk{t: d, key: w.key, span: w.span, off: w.off, size: int64(len(w.buf)), metaLen: int64(len(w.opts.Meta)), version: d.mu.version}
 	if w.summing {
 		b.sum.Store(uint64(w.sum) | sumKnown)
 	}

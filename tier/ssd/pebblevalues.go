@@ -40,6 +40,7 @@ type PebbleStore struct {
 		closed bool
 	}
 	hits, misses, puts, deletes, evictions, corrupt atomic.Int64
+	versions                                        atomic.Uint64
 }
 
 var (
@@ -48,6 +49,7 @@ var (
 )
 
 type pentry struct {
+	version     uint64
 	hdr         block.Header
 	meta        []byte
 	size        int64 // bytes counted against capacity
@@ -99,7 +101,7 @@ func OpenPebble(opts Options) (*PebbleStore, error) {
 		}
 		var k block.Key
 		copy(k[:], it.Key()[1:])
-		e := &pentry{hdr: hdr, meta: append([]byte(nil), meta...), size: int64(len(v)), committed: true, inPolicy: true}
+		e := &pentry{hdr: hdr, meta: append([]byte(nil), meta...), size: int64(len(v)), committed: true, inPolicy: true, version: p.versions.Add(1)}
 		p.mu.blocks[k] = e
 		p.mu.policy.Add(k, policy.Info[block.Key]{Size: e.size})
 		p.mu.used += e.size
@@ -136,7 +138,7 @@ func (p *PebbleStore) Put(ctx context.Context, key block.Key, value []byte, opts
 	copy(rec[block.HeaderSize+2:], opts.Meta)
 	copy(rec[block.HeaderSize+2+len(opts.Meta):], stored)
 
-	e := &pentry{hdr: hdr, meta: append([]byte(nil), opts.Meta...), size: int64(len(rec))}
+	e := &pentry{hdr: hdr, meta: append([]byte(nil), opts.Meta...), size: int64(len(rec)), version: p.versions.Add(1)}
 	victims, err := p.reserve(key, e)
 	p.dropVictims(ctx, victims)
 	if err != nil {
@@ -323,7 +325,7 @@ func (p *PebbleStore) Stat(key block.Key) (tier.BlockInfo, error) {
 	return e.info(), nil
 }
 
-func (e *pentry) info() tier.BlockInfo { return blockInfo(e.hdr, e.meta, e.pinnedUntil) }
+func (e *pentry) info() tier.BlockInfo { return blockInfo(e.hdr, e.meta, e.pinnedUntil, e.version) }
 
 // Delete implements tier.Tier.
 func (p *PebbleStore) Delete(key block.Key) error {

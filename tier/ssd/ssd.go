@@ -693,12 +693,18 @@ func (s *SSD) Stat(key block.Key) (tier.BlockInfo, error) {
 	return e.info(), nil
 }
 
-func (e *entry) info() tier.BlockInfo { return blockInfo(e.hdr, e.meta, e.pinnedUntil) }
+func (e *entry) info() tier.BlockInfo {
+	var version uint64 // a record's place in the log names the copy
+	if e.seg != nil {
+		version = uint64(e.seg.id)<<40 | uint64(e.off)
+	}
+	return blockInfo(e.hdr, e.meta, e.pinnedUntil, version)
+}
 
 // blockInfo is what Stat and Range report for a stored block of either
 // layout: the header knows the size and checksum.
-func blockInfo(hdr block.Header, meta []byte, pinnedUntil int64) tier.BlockInfo {
-	info := tier.BlockInfo{Size: int64(hdr.RawLen), Checksum: hdr.Checksum, HasChecksum: true, Meta: meta}
+func blockInfo(hdr block.Header, meta []byte, pinnedUntil int64, version uint64) tier.BlockInfo {
+	info := tier.BlockInfo{Size: int64(hdr.RawLen), Checksum: hdr.Checksum, HasChecksum: true, Meta: meta, Version: version}
 	if pinnedUntil != 0 {
 		info.PinnedUntil = time.Unix(0, pinnedUntil)
 	}
