@@ -360,7 +360,6 @@ func setInfo(e *index.Entry, level int, info BlockInfo) {
 // level whatever copy it holds (lower tiers report only current copies).
 const anyVersion = ^uint64(0)
 
-
 // current reports whether e's copy at level is the one of the given version.
 func current(e index.Entry, level int, version uint64) bool {
 	return e.Tiers.Has(level) && (level != 0 || version == anyVersion || e.Loc == version)
