@@ -91,6 +91,7 @@ func (r *reader) begin() (int, error) {
 				return 0, err
 			}
 			if n == 0 {
+				r.reset()
 				continue // an empty line, as Redis ignores
 			}
 			return n, nil
