@@ -152,14 +152,14 @@ func (c *conn) flush() error {
 
 // writeDeadline bounds how long a write may wait for the client to read:
 // a client that stops reading would otherwise hold its goroutine, and the
-// pins of the values being written, forever. The deadline is moved at most
-// once a second, as moving it costs a timer update.
+// pins of the values being written, forever. The deadline is moved only
+// when a quarter of it has passed, as moving it costs a timer update.
 func (c *conn) writeDeadline() {
 	if c.s.opts.StallTimeout == 0 {
 		return
 	}
 	now := time.Now()
-	if now.Sub(c.wdl) < time.Second {
+	if now.Sub(c.wdl) < c.s.opts.StallTimeout/4 {
 		return
 	}
 	c.wdl = now

@@ -472,7 +472,7 @@ type connReader struct{ c *conn }
 func (r connReader) Read(p []byte) (int, error) {
 	c := r.c
 	if c.busy && c.s.opts.StallTimeout > 0 {
-		if now := time.Now(); now.Sub(c.rdl) >= time.Second {
+		if now := time.Now(); now.Sub(c.rdl) >= c.s.opts.StallTimeout/4 {
 			c.rdl = now
 			c.rdlSet = true
 			c.nc.SetReadDeadline(now.Add(c.s.opts.StallTimeout))
