@@ -95,7 +95,8 @@ func (c *conn) exec(n int) error {
 		c.writeError("ERR wrong number of arguments for '" + cmd.name + "' command")
 		return nil
 	}
-	c.s.stats.commands.Add(1)
+	// Counted once run, as Redis does: INFO does not count itself.
+	defer c.s.stats.commands.Add(1)
 	if cmd.admin && !c.principal.IsAdmin() {
 		if err := c.r.skipRest(); err != nil {
 			return err

@@ -495,6 +495,7 @@ func (c *conn) serve() {
 			c.rdlSet, c.rdl = false, time.Time{}
 		}
 		if c.setIdle(true) {
+			c.flush() // replies to the commands run so far
 			return
 		}
 		n, err := c.r.begin()
