@@ -17,8 +17,8 @@ import (
 // invisible and on its way out. It lives in memory and is rebuilt from the
 // blocks' records at start-up (Server.load).
 //
-// Memory: one entry per key, about 200 bytes plus twice the key and
-// namespace lengths with the two map slots (docs/resp.md).
+// Memory: one entry per key in two maps, about 180 bytes plus the lengths
+// of the namespace and the key (TestKeyTableMemory; docs/resp.md).
 
 // entry is one key. Its fields are immutable except expireAt, which is
 // guarded by the name shard's mutex.
