@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/yuebing/yuebing/server/resp"
@@ -46,6 +47,8 @@ type RespOptions struct {
 	// Dir holds the SSD tier and redis-server's directory. Default: a new
 	// temporary directory, removed afterwards.
 	Dir string
+	// Threads is redis-benchmark's --threads; 0 leaves it out (one thread).
+	Threads int
 	// Quick divides the requests by 10 and runs each case once.
 	Quick bool
 	// Progress, if set, is advanced once per redis-benchmark run.
@@ -134,16 +137,22 @@ func RunRespVsRedis(ctx context.Context, o RespOptions) (*Report, error) {
 		return nil, err
 	}
 	defer stopYB()
-	rs, stopRS, err := startRedisServer(ctx, o.RedisServer, filepath.Join(dir, "redis"))
+	rs, redisPid, stopRS, err := startRedisServer(ctx, o.RedisServer, filepath.Join(dir, "redis"))
 	if err != nil {
 		return nil, err
 	}
 	defer stopRS()
+	// Server CPU per request, beside requests per second: on a small
+	// machine the benchmark client shares the cores with the server, so
+	// what the server leaves to it matters. yuebing's is this process's
+	// (the driver only waits meanwhile), redis-server's is read from /proc.
+	cpu := map[string]func() time.Duration{"yuebing": selfCPU, "redis-server": func() time.Duration { return procCPU(redisPid) }}
 
 	rep := &Report{Columns: []string{"name", "value_bytes", "pipeline", "clients", "requests", "ops_per_sec", "mb_per_sec",
-		"baseline", "baseline_ops_per_sec", "ratio"}}
+		"baseline", "baseline_ops_per_sec", "ratio", "cpu_us_per_op", "baseline_cpu_us_per_op"}}
 	for _, c := range o.cases() {
 		runs := map[string]map[string][]float64{"yuebing": {}, "redis-server": {}}
+		cpuPerOp := map[string][]float64{}
 		for r := range o.Repeat {
 			order := []string{"yuebing", "redis-server"}
 			if r%2 == 1 {
@@ -154,10 +163,13 @@ func RunRespVsRedis(ctx context.Context, o RespOptions) (*Report, error) {
 				if who == "redis-server" {
 					addr = rs
 				}
-				res, err := runRedisBenchmark(ctx, o.RedisBenchmark, addr, o.Clients, c)
+				before := cpu[who]()
+				res, err := runRedisBenchmark(ctx, o.RedisBenchmark, addr, o.Clients, o.Threads, c)
 				if err != nil {
 					return nil, fmt.Errorf("bench: redis-benchmark against %s, %d-byte values: %w", who, c.size, err)
 				}
+				// Both tests of the run (SET and GET) share the CPU time.
+				cpuPerOp[who] = append(cpuPerOp[who], float64((cpu[who]()-before).Microseconds())/float64(2*c.requests))
 				for test, rps := range res {
 					runs[who][test] = append(runs[who][test], rps)
 				}
@@ -176,6 +188,7 @@ func RunRespVsRedis(ctx context.Context, o RespOptions) (*Report, error) {
 				"name": name, "value_bytes": c.size, "pipeline": c.pipeline, "clients": o.Clients, "requests": c.requests,
 				"ops_per_sec": ours, "mb_per_sec": ours * float64(c.size) / 1e6,
 				"baseline": "redis-server", "baseline_ops_per_sec": base, "ratio": ours / base,
+				"cpu_us_per_op": median(cpuPerOp["yuebing"]), "baseline_cpu_us_per_op": median(cpuPerOp["redis-server"]),
 			})
 		}
 	}
@@ -247,15 +260,42 @@ func startRespServer(o RespOptions, dir string) (addr string, stop func(), err e
 	}, nil
 }
 
+// selfCPU is the user and system CPU time of this process.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is the user and system CPU time of process pid, all its threads,
+// from /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name, field 2, is in parentheses and may hold spaces.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
 // startRedisServer starts redis-server on a free port with persistence
 // off and two I/O threads.
-func startRedisServer(ctx context.Context, bin, dir string) (addr string, stop func(), err error) {
+func startRedisServer(ctx context.Context, bin, dir string) (addr string, pid int, stop func(), err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", nil, fmt.Errorf("bench: %w", err)
+		return "", 0, nil, fmt.Errorf("bench: %w", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, fmt.Errorf("bench: %w", err)
+		return "", 0, nil, fmt.Errorf("bench: %w", err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
@@ -263,7 +303,7 @@ func startRedisServer(ctx context.Context, bin, dir string) (addr string, stop f
 	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--protected-mode", "no",
 		"--save", "", "--appendonly", "no", "--io-threads", "2", "--dir", dir, "--logfile", logf)
 	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("bench: starting redis-server: %w", err)
+		return "", 0, nil, fmt.Errorf("bench: starting redis-server: %w", err)
 	}
 	stop = func() {
 		cmd.Process.Kill()
@@ -273,24 +313,27 @@ func startRedisServer(ctx context.Context, bin, dir string) (addr string, stop f
 	for range 500 {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return addr, stop, nil
+			return addr, cmd.Process.Pid, stop, nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	stop()
 	log, _ := os.ReadFile(logf)
-	return "", nil, fmt.Errorf("bench: redis-server did not start: %s", log)
+	return "", 0, nil, fmt.Errorf("bench: redis-server did not start: %s", log)
 }
 
 // runRedisBenchmark runs one redis-benchmark and returns requests per
 // second by test name. redis-benchmark exits non-zero on an error reply;
 // anything it prints to stderr is treated as a failure too.
-func runRedisBenchmark(ctx context.Context, bin, addr string, clients int, c respCase) (map[string]float64, error) {
+func runRedisBenchmark(ctx context.Context, bin, addr string, clients, threads int, c respCase) (map[string]float64, error) {
 	host, port, _ := net.SplitHostPort(addr)
 	args := []string{"-h", host, "-p", port, "-t", "set,get", "-c", strconv.Itoa(clients), "-d", strconv.FormatInt(c.size, 10),
 		"-n", strconv.Itoa(c.requests), "--csv"}
 	if c.pipeline > 1 {
 		args = append(args, "-P", strconv.Itoa(c.pipeline))
+	}
+	if threads > 0 {
+		args = append(args, "--threads", strconv.Itoa(threads))
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var out, errb bytes.Buffer

@@ -477,3 +477,35 @@ func TestInfo(t *testing.T) {
 		t.Errorf("INFO clients: %q", got)
 	}
 }
+
+// TestManyConnections: hundreds of clients at once, each with its own keys,
+// all served.
+func TestManyConnections(t *testing.T) {
+	s := startServer(t, Options{})
+	n, ops := 300, 20
+	if testing.Short() {
+		n = 100
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c := dial(t, s.addr)
+			for j := range ops {
+				k, v := fmt.Sprintf("c%d:%d", i, j), fmt.Sprintf("v%d", i*ops+j)
+				if got := c.do("SET", k, v); got != "+OK\r\n" {
+					t.Errorf("SET: %q", got)
+					return
+				}
+				if got := c.do("GET", k); got != fmt.Sprintf("$%d\r\n%s\r\n", len(v), v) {
+					t.Errorf("GET %s: %q", k, got)
+					return
+				}
+			}
+		})
+	}
+	waitFor(t, 10*time.Second, func() bool { return s.Stats().ConnectedClients == int64(n) || t.Failed() })
+	wg.Wait()
+	if st := s.Stats(); st.Keys != int64(n*ops) || st.TotalConnections != int64(n) {
+		t.Errorf("%d keys from %d connections", st.Keys, st.TotalConnections)
+	}
+}
