@@ -105,6 +105,9 @@ func cmdMGet(c *conn, args [][]byte) error {
 		}
 		err := c.writeView(h.Bytes())
 		h.Release()
+		if err == nil {
+			err = c.maybeFlush()
+		}
 		if err != nil {
 			return err
 		}
@@ -678,6 +681,9 @@ func cmdScan(c *conn, args [][]byte) error {
 	c.writeArray(len(names))
 	for _, n := range names {
 		c.writeBulkString(n)
+		if err := c.maybeFlush(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -708,10 +714,8 @@ func cmdKeys(c *conn, args [][]byte) error {
 	c.writeArray(len(names))
 	for _, n := range names {
 		c.writeBulkString(n)
-		if len(c.out) >= flushAt {
-			if err := c.flush(); err != nil {
-				return err
-			}
+		if err := c.maybeFlush(); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -258,3 +258,36 @@ func TestLargeValues(t *testing.T) {
 		t.Errorf("STRLEN m3 = %q", got)
 	}
 }
+
+// TestLongReplies: a reply far larger than the output buffer (MGET of
+// many values, KEYS of many keys) is written out as it is produced.
+func TestLongReplies(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dial(t, s.addr)
+	v := strings.Repeat("m", 4000)
+	n := 2000 // 8 MB of MGET reply
+	var req strings.Builder
+	args := []string{"MGET"}
+	for i := range n {
+		k := fmt.Sprint("m", i)
+		req.WriteString(multibulk("SET", k, v))
+		args = append(args, k)
+	}
+	c.send(req.String())
+	for range n {
+		if got := c.reply(); got != "+OK\r\n" {
+			t.Fatal(got)
+		}
+	}
+	c.send(multibulk(args...))
+	got := c.reply()
+	if want := fmt.Sprintf("*%d\r\n", n) + strings.Repeat(fmt.Sprintf("$%d\r\n%s\r\n", len(v), v), n); got != want {
+		t.Fatalf("MGET reply of %d bytes, want %d", len(got), len(want))
+	}
+	if got := c.do("KEYS", "m1*"); !strings.HasPrefix(got, "*1111\r\n") {
+		t.Errorf("KEYS m1*: %.20q", got)
+	}
+	if st := s.Stats(); st.ErrorReplies != 0 {
+		t.Errorf("%d error replies", st.ErrorReplies)
+	}
+}

@@ -135,6 +135,16 @@ func (c *conn) writeView(b []byte) error {
 	return err
 }
 
+// maybeFlush writes the buffered replies once they pass flushAt, so that a
+// command with a long reply (MGET of many values, KEYS) needs no more than
+// that much buffer.
+func (c *conn) maybeFlush() error {
+	if len(c.out) < flushAt {
+		return nil
+	}
+	return c.flush()
+}
+
 // flush writes the buffered replies.
 func (c *conn) flush() error {
 	if len(c.out) == 0 {
