@@ -81,18 +81,20 @@ func (c *conn) exec(n int) error {
 	if cmd == nil {
 		return c.unknown(name)
 	}
-	if !c.authed && !cmd.noAuth {
-		if err := c.r.skipRest(); err != nil {
-			return err
-		}
-		c.writeError("NOAUTH Authentication required.")
-		return nil
-	}
+	// Redis's order: an unknown command, then a wrong arity, then a
+	// missing AUTH.
 	if cmd.arity > 0 && n != cmd.arity || cmd.arity < 0 && n < -cmd.arity {
 		if err := c.r.skipRest(); err != nil {
 			return err
 		}
 		c.writeError("ERR wrong number of arguments for '" + cmd.name + "' command")
+		return nil
+	}
+	if !c.authed && !cmd.noAuth {
+		if err := c.r.skipRest(); err != nil {
+			return err
+		}
+		c.writeError("NOAUTH Authentication required.")
 		return nil
 	}
 	// Counted once run, as Redis does: INFO does not count itself.

@@ -291,3 +291,29 @@ func TestLongReplies(t *testing.T) {
 		t.Errorf("%d error replies", st.ErrorReplies)
 	}
 }
+
+func TestOptionsValidate(t *testing.T) {
+	st := testStore(t, 1<<20, 1<<20)
+	defer st.Close()
+	f := func(o Options, want ...string) {
+		t.Helper()
+		o.EnsureDefaults()
+		err := o.Validate()
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("Validate() = %v, want it to mention %q", err, w)
+			}
+		}
+		if len(want) == 0 && err != nil {
+			t.Errorf("Validate() = %v", err)
+		}
+	}
+	f(Options{Store: st})
+	f(Options{}, "Store is required")
+	f(Options{Store: st, Namespace: func(t string) string { return "other/redis" }}, "another tenant")
+	f(Options{Store: st, Namespace: func(t string) string { return t }}, "Namespace")
+	f(Options{Store: st, Namespace: func(t string) string { return t + "/" + strings.Repeat("m", 200) + "#" + strings.Repeat("s", 100) }}, "leaves")
+	// Every problem at once.
+	f(Options{Store: st, MaxValueSize: 1 << 40, MaxBulkLen: 1, MaxRequestBytes: 10, MaxConns: -1, StallTimeout: -1},
+		"MaxValueSize", "MaxBulkLen", "MaxRequestBytes", "MaxConns", "StallTimeout")
+}

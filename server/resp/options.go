@@ -59,6 +59,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// minKeyLen is the least room for keys a namespace must leave in a
+// block's record: LMCache's keys are about 100 bytes.
+const minKeyLen = 200
+
 // DefaultNamespace is the default Options.Namespace.
 func DefaultNamespace(tenant string) string { return tenant + "/redis" }
 
@@ -108,6 +112,8 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("resp: Namespace(%q): %w", auth.DefaultTenant, err))
 		} else if block.Tenant(ns) != auth.DefaultTenant {
 			errs = append(errs, fmt.Errorf("resp: Namespace(%q) = %q belongs to another tenant", auth.DefaultTenant, ns))
+		} else if m := maxKeyLen(ns); m < minKeyLen {
+			errs = append(errs, fmt.Errorf("resp: Namespace(%q) = %q leaves %d bytes for keys, fewer than %d", auth.DefaultTenant, ns, m, minKeyLen))
 		}
 	}
 	if o.MaxValueSize <= 0 || o.MaxValueSize > block.MaxPayload {
