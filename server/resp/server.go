@@ -96,9 +96,11 @@ func NewServer(opts Options) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.listeners = make(map[net.Listener]struct{})
 	s.mu.conns = make(map[*conn]struct{})
+	// Listen for drops first: a block dropped while the table is rebuilt
+	// is either seen gone by load or removed by the listener.
+	s.store.OnDrop(s.dropped)
 	maxGen := s.load()
 	s.gen.Store(max(maxGen, uint64(opts.Now().UnixNano())))
-	s.store.OnDrop(s.dropped)
 	s.bg.stop = make(chan struct{})
 	s.bg.wg.Go(s.expireLoop)
 	s.bg.wg.Go(s.deleteLoop)
@@ -166,6 +168,9 @@ func (s *Server) load() uint64 {
 		e := &entry{key: ck, space: s.ks.space(f.rec.ns), bkey: f.k, size: f.size, paired: f.rec.flags&flagPaired != 0}
 		e.expireAt.Store(f.rec.expireAt)
 		s.ks.swap(ck, nil, e)
+		if !s.store.Contains(f.k) {
+			s.ks.swap(ck, e, nil) // dropped since it was scanned
+		}
 	}
 	return maxGen
 }
