@@ -11,11 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/yuebing/yuebing/server/resp"
 	"github.com/yuebing/yuebing/tier"
@@ -49,6 +52,14 @@ type RespOptions struct {
 	Dir string
 	// Threads is redis-benchmark's --threads; 0 leaves it out (one thread).
 	Threads int
+	// Pin runs redis-benchmark on CPU 0 and both servers on the other CPUs
+	// (this process, with GOMAXPROCS set to match, and redis-server, which
+	// inherits its affinity), so that on a small machine the client and the
+	// server under test do not take CPU from each other. It needs taskset
+	// (util-linux) and at least two CPUs. redis-server then gets
+	// --io-threads 1 if it has a single CPU: its I/O threads busy-wait, and
+	// two on one CPU starve each other.
+	Pin bool
 	// Quick divides the requests by 10 and runs each case once.
 	Quick bool
 	// Progress, if set, is advanced once per redis-benchmark run.
@@ -125,6 +136,21 @@ func RunRespVsRedis(ctx context.Context, o RespOptions) (*Report, error) {
 	if o.RedisBenchmark, err = lookTool(o.RedisBenchmark, "redis-benchmark", "redis-tools"); err != nil {
 		return nil, err
 	}
+	client := []string{o.RedisBenchmark}
+	ioThreads := 2
+	if o.Pin {
+		taskset, err := lookTool("", "taskset", "util-linux")
+		if err != nil {
+			return nil, err
+		}
+		restore, cpus, err := pinServers()
+		if err != nil {
+			return nil, err
+		}
+		defer restore()
+		ioThreads = min(ioThreads, cpus)
+		client = []string{taskset, "-c", "0", o.RedisBenchmark}
+	}
 	dir := o.Dir
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "yuebing-bench-resp-"); err != nil {
@@ -137,7 +163,7 @@ func RunRespVsRedis(ctx context.Context, o RespOptions) (*Report, error) {
 		return nil, err
 	}
 	defer stopYB()
-	rs, redisPid, stopRS, err := startRedisServer(ctx, o.RedisServer, filepath.Join(dir, "redis"))
+	rs, redisPid, stopRS, err := startRedisServer(ctx, o.RedisServer, filepath.Join(dir, "redis"), ioThreads)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +190,7 @@ func RunRespVsRedis(ctx context.Context, o RespOptions) (*Report, error) {
 					addr = rs
 				}
 				before := cpu[who]()
-				res, err := runRedisBenchmark(ctx, o.RedisBenchmark, addr, o.Clients, o.Threads, c)
+				res, err := runRedisBenchmark(ctx, client, addr, o.Clients, o.Threads, c)
 				if err != nil {
 					return nil, fmt.Errorf("bench: redis-benchmark against %s, %d-byte values: %w", who, c.size, err)
 				}
@@ -189,6 +215,7 @@ func RunRespVsRedis(ctx context.Context, o RespOptions) (*Report, error) {
 				"ops_per_sec": ours, "mb_per_sec": ours * float64(c.size) / 1e6,
 				"baseline": "redis-server", "baseline_ops_per_sec": base, "ratio": ours / base,
 				"cpu_us_per_op": median(cpuPerOp["yuebing"]), "baseline_cpu_us_per_op": median(cpuPerOp["redis-server"]),
+				"pinned": o.Pin, "redis_io_threads": ioThreads,
 			})
 		}
 	}
@@ -260,6 +287,48 @@ func startRespServer(o RespOptions, dir string) (addr string, stop func(), err e
 	}, nil
 }
 
+// pinServers moves every thread of this process to CPUs 1 and up, so that
+// threads and processes started later inherit that set, and sets
+// GOMAXPROCS to its size, which it returns. restore undoes both.
+func pinServers() (restore func(), cpus int, err error) {
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		return nil, 0, fmt.Errorf("bench: %w", err)
+	}
+	if !all.IsSet(0) || all.Count() < 2 {
+		return nil, 0, fmt.Errorf("bench: pinning needs CPU 0 and at least one more, this process may use %d", all.Count())
+	}
+	servers := all
+	servers.Clear(0)
+	setAll := func(set *unix.CPUSet) error {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return err
+		}
+		for _, t := range tasks {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil {
+				continue
+			}
+			// A thread may exit meanwhile; what matters is that none is
+			// left on the client's CPU.
+			if err := unix.SchedSetaffinity(tid, set); err != nil && !errors.Is(err, unix.ESRCH) {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := setAll(&servers); err != nil {
+		setAll(&all)
+		return nil, 0, fmt.Errorf("bench: pinning: %w", err)
+	}
+	procs := runtime.GOMAXPROCS(servers.Count())
+	return func() {
+		setAll(&all)
+		runtime.GOMAXPROCS(procs)
+	}, servers.Count(), nil
+}
+
 // selfCPU is the user and system CPU time of this process.
 func selfCPU() time.Duration {
 	var ru syscall.Rusage
@@ -288,8 +357,8 @@ func procCPU(pid int) time.Duration {
 }
 
 // startRedisServer starts redis-server on a free port with persistence
-// off and two I/O threads.
-func startRedisServer(ctx context.Context, bin, dir string) (addr string, pid int, stop func(), err error) {
+// off and ioThreads I/O threads.
+func startRedisServer(ctx context.Context, bin, dir string, ioThreads int) (addr string, pid int, stop func(), err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", 0, nil, fmt.Errorf("bench: %w", err)
 	}
@@ -301,7 +370,7 @@ func startRedisServer(ctx context.Context, bin, dir string) (addr string, pid in
 	ln.Close()
 	logf := filepath.Join(dir, "redis.log")
 	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--protected-mode", "no",
-		"--save", "", "--appendonly", "no", "--io-threads", "2", "--dir", dir, "--logfile", logf)
+		"--save", "", "--appendonly", "no", "--io-threads", strconv.Itoa(ioThreads), "--dir", dir, "--logfile", logf)
 	if err := cmd.Start(); err != nil {
 		return "", 0, nil, fmt.Errorf("bench: starting redis-server: %w", err)
 	}
@@ -325,7 +394,7 @@ func startRedisServer(ctx context.Context, bin, dir string) (addr string, pid in
 // runRedisBenchmark runs one redis-benchmark and returns requests per
 // second by test name. redis-benchmark exits non-zero on an error reply;
 // anything it prints to stderr is treated as a failure too.
-func runRedisBenchmark(ctx context.Context, bin, addr string, clients, threads int, c respCase) (map[string]float64, error) {
+func runRedisBenchmark(ctx context.Context, bin []string, addr string, clients, threads int, c respCase) (map[string]float64, error) {
 	host, port, _ := net.SplitHostPort(addr)
 	args := []string{"-h", host, "-p", port, "-t", "set,get", "-c", strconv.Itoa(clients), "-d", strconv.FormatInt(c.size, 10),
 		"-n", strconv.Itoa(c.requests), "--csv"}
@@ -335,7 +404,7 @@ func runRedisBenchmark(ctx context.Context, bin, addr string, clients, threads i
 	if threads > 0 {
 		args = append(args, "--threads", strconv.Itoa(threads))
 	}
-	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd := exec.CommandContext(ctx, bin[0], append(bin[1:], args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {

@@ -30,7 +30,8 @@ alternating which goes first; the median is reported.
 Rows: set_SIZE, get_SIZE, set_SIZE_p16, get_SIZE_p16 with ops_per_sec,
 mb_per_sec, baseline (redis-server), baseline_ops_per_sec and ratio, and each
 server's CPU time per request (cpu_us_per_op, baseline_cpu_us_per_op; SET
-and GET of a run share it).
+and GET of a run share it). On a machine with few cores, --pin keeps the
+client and the servers on separate CPUs.
 Needs redis-server and redis-benchmark (Debian packages redis-server and
 redis-tools).`,
 		Args: cobra.NoArgs,
@@ -79,6 +80,7 @@ redis-tools).`,
 	f.IntVar(&o.Clients, "clients", 0, "redis-benchmark connections, -c (default 8)")
 	f.IntVar(&o.Pipeline, "pipeline", 0, "-P of the extra run at the smallest size (default 16; 1: none)")
 	f.IntVar(&o.Threads, "threads", 0, "redis-benchmark --threads (default: one thread)")
+	f.BoolVar(&o.Pin, "pin", false, "run redis-benchmark on CPU 0 and the servers on the other CPUs (needs taskset; redis-server gets --io-threads 1 if it has one CPU)")
 	f.IntVar(&o.Repeat, "repeat", 0, "runs per case and server; the median is reported (default 3)")
 	f.StringVar(&totalStr, "bytes", "", "bytes per run: requests = bytes/size within [200, 100000] (default 2GiB)")
 	f.StringVar(&dramCap, "dram-capacity", "", "yuebing's DRAM tier (default 2GiB)")
