@@ -3,8 +3,11 @@ package bench
 import (
 	"context"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseRedisBenchmarkCSV(t *testing.T) {
@@ -57,5 +60,39 @@ func TestRunRespVsRedis(t *testing.T) {
 	}
 	if RespRuns(o) != 6 {
 		t.Errorf("RespRuns = %d, want 6", RespRuns(o))
+	}
+}
+
+// TestRunRespVsRedisPinned: with Pin the client runs on CPU 0 and the
+// servers elsewhere, and this process gets its CPUs and GOMAXPROCS back.
+func TestRunRespVsRedisPinned(t *testing.T) {
+	for _, p := range []string{"redis-server", "redis-benchmark", "taskset"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("%s not installed (Debian packages redis-server, redis-tools, util-linux)", p)
+		}
+	}
+	var before unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil || !before.IsSet(0) || before.Count() < 2 {
+		t.Skip("pinning needs CPU 0 and another")
+	}
+	procs := runtime.GOMAXPROCS(0)
+	o := RespOptions{Sizes: []int64{4096}, Pipeline: 1, Bytes: 32 << 20, Quick: true, Pin: true,
+		DRAMCapacity: 64 << 20, SSDCapacity: 64 << 20, Dir: t.TempDir()}
+	rep, err := RunRespVsRedis(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 {
+		t.Fatalf("%d rows", len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r["pinned"] != true || r["redis_io_threads"] != min(2, before.Count()-1) || r["ops_per_sec"].(float64) <= 0 {
+			t.Errorf("row %v", r)
+		}
+	}
+	var after unix.CPUSet
+	unix.SchedGetaffinity(0, &after)
+	if after != before || runtime.GOMAXPROCS(0) != procs {
+		t.Errorf("CPUs %d and GOMAXPROCS %d afterwards, want %d and %d", after.Count(), runtime.GOMAXPROCS(0), before.Count(), procs)
 	}
 }
