@@ -390,8 +390,8 @@ func (c *conn) newEntry(name []byte, size, expireAt int64) (*entry, tier.PutOpti
 
 // cmdSet reads SET's arguments itself: a value longer than smallArg goes
 // from the socket straight into a block the store reserved for it, before
-// the options that follow it are read. Such a value's record carries no
-// deadline; EX or PX after it hold while the server runs.
+// the options that follow it are read; if they set a deadline, the block is
+// rewritten once with it in its record (see rewrite).
 func cmdSet(c *conn, n int) error {
 	name, big, err := c.r.next()
 	if err != nil {
@@ -502,7 +502,29 @@ func (c *conn) setStreamed(name []byte, size int64, rest func() (setOpts, string
 		c.writeError(storeError(err, size))
 		return nil
 	}
+	if o.expireAt != 0 {
+		e = c.rewrite(name, e)
+	}
 	return c.install(name, e, o, reply)
+}
+
+// rewrite copies the just-written block of e into a new generation whose
+// record carries e's deadline, which was not known when the value started
+// streaming, so that the deadline survives a restart. It costs one copy of
+// the value; if the store cannot make room for it, e is kept and its
+// deadline holds while the server runs.
+func (c *conn) rewrite(name []byte, e *entry) *entry {
+	h, _, err := c.s.store.Get(c.s.ctx, e.bkey)
+	if err != nil {
+		return e
+	}
+	defer h.Release()
+	ne, popts := c.newEntry(name, e.size, e.expireAt.Load())
+	if _, err := c.s.store.Put(c.s.ctx, ne.bkey, h.Bytes(), popts); err != nil {
+		return e
+	}
+	c.s.store.Delete(e.bkey)
+	return ne
 }
 
 // setSkipped answers a SET whose NX or XX condition failed.

@@ -207,6 +207,7 @@ func TestRestart(t *testing.T) {
 		{"SET", "plain", "v2"},
 		{"SET", "ttl", "t", "EX", "1000"},
 		{"SET", "big", big},
+		{"SET", "bigttl", big, "EX", "1000"}, // streamed, then its deadline
 		{"SET", "chunk:kv_bytes", big},
 		{"SET", "chunk:metadata", "md"},
 		{"SET", "gone", "x", "PX", "1"},
@@ -249,14 +250,16 @@ func TestRestart(t *testing.T) {
 	f("$2\r\nv2\r\n", "GET", "plain")
 	f(":1000\r\n", "TTL", "ttl")
 	f(fmt.Sprintf(":%d\r\n", len(big)), "STRLEN", "big")
+	f(":1000\r\n", "TTL", "bigttl")
+	f(fmt.Sprintf("$%d\r\n%s\r\n", len(big), big), "GET", "bigttl")
 	f("$2\r\nmd\r\n", "GET", "chunk:metadata")
 	f(":0\r\n", "EXISTS", "gone")
-	f(":5\r\n", "DBSIZE")
-	if got := sorted(strings.Fields(strings.NewReplacer("\r\n", " ", "$", " ").Replace(c2.do("KEYS", "*")))); !strings.Contains(strings.Join(got, ","), "big,chunk:kv_bytes,chunk:metadata,plain,ttl") {
+	f(":6\r\n", "DBSIZE")
+	if got := sorted(strings.Fields(strings.NewReplacer("\r\n", " ", "$", " ").Replace(c2.do("KEYS", "*")))); !strings.Contains(strings.Join(got, ","), "big,bigttl,chunk:kv_bytes,chunk:metadata,plain,ttl") {
 		t.Errorf("KEYS after restart: %q", got)
 	}
-	// The old generation and the expired key's block were deleted.
-	waitFor(t, 5*time.Second, func() bool { return st2.Len() == 5 })
+	// The old generations and the expired key's block were deleted.
+	waitFor(t, 5*time.Second, func() bool { return st2.Len() == 6 })
 }
 
 // TestAuthTenants: tokens select tenants; identical key names of two
