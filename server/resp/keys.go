@@ -502,7 +502,12 @@ func (c *conn) setStreamed(name []byte, size int64, rest func() (setOpts, string
 		c.writeError(storeError(err, size))
 		return nil
 	}
-	if o.expireAt != 0 {
+	if o.keepTTL {
+		if cur := c.find(name); cur != nil {
+			e.expireAt.Store(cur.expireAt.Load())
+		}
+	}
+	if e.expireAt.Load() != 0 {
 		e = c.rewrite(name, e)
 	}
 	return c.install(name, e, o, reply)

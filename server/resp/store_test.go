@@ -208,6 +208,7 @@ func TestRestart(t *testing.T) {
 		{"SET", "ttl", "t", "EX", "1000"},
 		{"SET", "big", big},
 		{"SET", "bigttl", big, "EX", "1000"}, // streamed, then its deadline
+		{"SET", "bigttl", big, "KEEPTTL"},
 		{"SET", "chunk:kv_bytes", big},
 		{"SET", "chunk:metadata", "md"},
 		{"SET", "gone", "x", "PX", "1"},
