@@ -1,0 +1,126 @@
+package resp
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/yuebing/yuebing/tier"
+)
+
+// TestKeyTableMemory measures what the key table costs per key, the figure
+// docs/resp.md gives, and keeps it from growing unnoticed.
+func TestKeyTableMemory(t *testing.T) {
+	n := 100000
+	if testing.Short() {
+		n = 20000
+	}
+	ks := newKeyspace()
+	sp := ks.space("default/redis")
+	name := func(i int) []byte { return fmt.Appendf(nil, "vllm@Llama-3.1-8B@1@0@%016xkv_bytes", i) }
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for i := range n {
+		nm := name(i)
+		e := &entry{key: string(compose(nil, sp, nm)), space: sp, bkey: blockKey(sp.name, nm, uint64(i)), size: 1}
+		ks.swap(e.key, nil, e)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	per := float64(m1.HeapAlloc-m0.HeapAlloc) / float64(n)
+	keyLen := len(sp.name) + len(name(0))
+	t.Logf("%.0f bytes per key (namespace + key: %d bytes)", per, keyLen)
+	if per > float64(256+2*keyLen) {
+		t.Errorf("%.0f bytes per key, more than 256 + twice the %d bytes of namespace and key", per, keyLen)
+	}
+	if got := sp.keys.Load(); got != int64(n) {
+		t.Errorf("%d keys counted, want %d", got, n)
+	}
+	runtime.KeepAlive(ks)
+}
+
+var sinkInt int64
+
+// BenchmarkExpire measures the choice behind EXPIRE: the new deadline goes
+// into the in-memory key table (table); the alternative, persisting it by
+// rewriting the value's block under a new record, costs a put and a delete
+// of the value (rewrite_<size>), measured in the same run as the baseline.
+func BenchmarkExpire(b *testing.B) {
+	st := testStore(b, 256<<20, 64<<20)
+	defer st.Close()
+	ks := newKeyspace()
+	sp := ks.space("default/redis")
+	e := &entry{key: string(compose(nil, sp, []byte("k"))), space: sp, bkey: blockKey(sp.name, []byte("k"), 1)}
+	ks.swap(e.key, nil, e)
+	b.Run("table", func(b *testing.B) {
+		b.ReportAllocs()
+		at := int64(1 << 40)
+		for b.Loop() {
+			at++
+			ks.setExpiry(e, at)
+			if ks.exp.h.Len() > 1<<16 {
+				ks.compactExpiry()
+			}
+		}
+		sinkInt = at
+	})
+	for _, size := range []int{4 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("rewrite_%d", size), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(size))
+			ctx := context.Background()
+			v := make([]byte, size)
+			gen := uint64(1)
+			prev := blockKey(sp.name, []byte("r"), gen)
+			rec := record{gen: gen, ns: sp.name, name: "r"}
+			if _, err := st.Put(ctx, prev, v, tier.PutOptions{Meta: rec.appendTo(nil)}); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				gen++
+				rec := record{gen: gen, expireAt: int64(gen), ns: sp.name, name: "r"}
+				k := blockKey(sp.name, []byte("r"), gen)
+				h, _, err := st.Get(ctx, prev)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := st.Put(ctx, k, h.Bytes(), tier.PutOptions{Meta: rec.appendTo(nil)}); err != nil {
+					b.Fatal(err)
+				}
+				h.Release()
+				st.Delete(prev)
+				prev = k
+			}
+		})
+	}
+}
+
+// BenchmarkSetGet is the whole path over loopback TCP, one connection, one
+// command at a time: parse, store, reply.
+func BenchmarkSetGet(b *testing.B) {
+	s := startServer(b, Options{Store: testStore(b, 512<<20, 64<<20)})
+	for _, size := range []int{4 << 10, 1 << 20} {
+		c := dial(b, s.addr)
+		set := multibulk("SET", "k", strings.Repeat("v", size))
+		get := multibulk("GET", "k")
+		b.Run(fmt.Sprintf("set_%d", size), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				c.send(set)
+				if r := c.reply(); r != "+OK\r\n" {
+					b.Fatal(r)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("get_%d", size), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				c.send(get)
+				sinkInt += int64(len(c.reply()))
+			}
+		})
+	}
+}

@@ -1,0 +1,341 @@
+package resp
+
+import (
+	"bytes"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/internal/expiry"
+)
+
+// The key table maps each Redis key (namespace, name) to the block holding
+// its current value, and each such block back to its key. Reads go through
+// it, so it decides what exists: a block in the store that the table does
+// not point to (an older generation, one whose key was deleted) is
+// invisible and on its way out. It lives in memory and is rebuilt from the
+// blocks' records at start-up (Server.load).
+//
+// Memory: one entry per key in two maps, about 180 bytes plus the lengths
+// of the namespace and the key (TestKeyTableMemory; docs/resp.md).
+
+// entry is one key. Its fields are immutable except expireAt, which is
+// guarded by the name shard's mutex.
+type entry struct {
+	key    string // namespace + "\x00" + name: the name table's map key
+	space  *space
+	bkey   block.Key
+	size   int64
+	paired bool // see flagPaired
+	// expireAt is the deadline in Unix milliseconds, 0 for none. It is
+	// written under the name shard's lock and read without it.
+	expireAt atomic.Int64
+}
+
+func (e *entry) name() string { return e.key[len(e.space.name)+1:] }
+
+func (e *entry) liveAt(nowMs int64) bool {
+	at := e.expireAt.Load()
+	return at == 0 || at > nowMs
+}
+
+// space is one namespace: a tenant's database.
+type space struct {
+	name    string
+	keys    atomic.Int64
+	expires atomic.Int64 // keys with a deadline
+}
+
+// shards: enough that connections on different keys rarely meet on a
+// mutex (critical sections are single map operations), few enough that
+// walking them all for KEYS costs nothing next to the walk itself.
+const shards = 64
+
+type keyspace struct {
+	seed  maphash.Seed
+	names [shards]struct {
+		sync.RWMutex
+		m map[string]*entry
+		_ [40]byte // keep shards on separate cache lines
+	}
+	blocks [shards]struct {
+		sync.Mutex
+		m map[block.Key]*entry
+		_ [48]byte
+	}
+	spaces struct {
+		sync.RWMutex
+		m map[string]*space
+	}
+	exp struct {
+		sync.Mutex
+		h expiry.Heap[*entry]
+	}
+}
+
+func newKeyspace() *keyspace {
+	ks := &keyspace{seed: maphash.MakeSeed()}
+	for i := range ks.names {
+		ks.names[i].m = make(map[string]*entry)
+		ks.blocks[i].m = make(map[block.Key]*entry)
+	}
+	ks.spaces.m = make(map[string]*space)
+	return ks
+}
+
+// space returns the namespace's state, creating it on first use.
+func (ks *keyspace) space(ns string) *space {
+	ks.spaces.RLock()
+	sp := ks.spaces.m[ns]
+	ks.spaces.RUnlock()
+	if sp != nil {
+		return sp
+	}
+	ks.spaces.Lock()
+	defer ks.spaces.Unlock()
+	if sp = ks.spaces.m[ns]; sp == nil {
+		sp = &space{name: ns}
+		ks.spaces.m[ns] = sp
+	}
+	return sp
+}
+
+func (ks *keyspace) allSpaces() []*space {
+	ks.spaces.RLock()
+	defer ks.spaces.RUnlock()
+	out := make([]*space, 0, len(ks.spaces.m))
+	for _, sp := range ks.spaces.m {
+		out = append(out, sp)
+	}
+	return out
+}
+
+// compose appends the table key of name in sp to dst.
+func compose(dst []byte, sp *space, name []byte) []byte {
+	dst = append(dst, sp.name...)
+	dst = append(dst, 0)
+	return append(dst, name...)
+}
+
+func (ks *keyspace) shardOf(key []byte) int { return int(maphash.Bytes(ks.seed, key) % shards) }
+
+// shard is shardOf for a key held as a string (the same hash).
+func (ks *keyspace) shard(key string) int { return int(maphash.String(ks.seed, key) % shards) }
+
+func blockShard(k block.Key) int { return int(k[0]) % shards }
+
+// get returns the entry of a table key, expired or not.
+func (ks *keyspace) get(key []byte) *entry {
+	s := &ks.names[ks.shardOf(key)]
+	s.RLock()
+	e := s.m[string(key)]
+	s.RUnlock()
+	return e
+}
+
+// swap replaces the entry of key with next (nil removes it) if it is still
+// old (nil: absent), and reports whether it did. The caller deletes old's
+// block from the store.
+func (ks *keyspace) swap(key string, old, next *entry) bool {
+	return ks.swapIf(key, old, next, -1)
+}
+
+// swapIf is swap that also requires old's deadline to be at, unless at is
+// negative.
+func (ks *keyspace) swapIf(key string, old, next *entry, at int64) bool {
+	s := &ks.names[ks.shard(key)]
+	s.Lock()
+	cur := s.m[key]
+	if cur != old || at >= 0 && (old == nil || old.expireAt.Load() != at) {
+		s.Unlock()
+		return false
+	}
+	if next != nil {
+		s.m[next.key] = next
+	} else {
+		delete(s.m, key)
+	}
+	ks.account(old, -1)
+	ks.account(next, +1)
+	s.Unlock()
+	if old != nil {
+		ks.unlinkBlock(old)
+	}
+	if next != nil {
+		ks.linkBlock(next)
+		if at := next.expireAt.Load(); at != 0 {
+			ks.pushExpiry(next, at)
+		}
+	}
+	return true
+}
+
+// account counts e in or out of its space; called under e's name shard lock.
+func (ks *keyspace) account(e *entry, d int64) {
+	if e == nil {
+		return
+	}
+	e.space.keys.Add(d)
+	if e.expireAt.Load() != 0 {
+		e.space.expires.Add(d)
+	}
+}
+
+func (ks *keyspace) linkBlock(e *entry) {
+	b := &ks.blocks[blockShard(e.bkey)]
+	b.Lock()
+	b.m[e.bkey] = e
+	b.Unlock()
+}
+
+func (ks *keyspace) unlinkBlock(e *entry) {
+	b := &ks.blocks[blockShard(e.bkey)]
+	b.Lock()
+	if b.m[e.bkey] == e {
+		delete(b.m, e.bkey)
+	}
+	b.Unlock()
+}
+
+// byBlock returns the entry whose value is block k, if that entry is
+// still its key's current one.
+func (ks *keyspace) byBlock(k block.Key) *entry {
+	b := &ks.blocks[blockShard(k)]
+	b.Lock()
+	e := b.m[k]
+	b.Unlock()
+	if e == nil || !ks.current(e) {
+		return nil
+	}
+	return e
+}
+
+func (ks *keyspace) current(e *entry) bool {
+	s := &ks.names[ks.shard(e.key)]
+	s.RLock()
+	defer s.RUnlock()
+	return s.m[e.key] == e
+}
+
+// setExpiry sets e's deadline (0 removes it) if e is still current.
+func (ks *keyspace) setExpiry(e *entry, at int64) bool {
+	s := &ks.names[ks.shard(e.key)]
+	s.Lock()
+	if s.m[e.key] != e {
+		s.Unlock()
+		return false
+	}
+	switch old := e.expireAt.Load(); {
+	case old == 0 && at != 0:
+		e.space.expires.Add(1)
+	case old != 0 && at == 0:
+		e.space.expires.Add(-1)
+	}
+	e.expireAt.Store(at)
+	s.Unlock()
+	if at != 0 {
+		ks.pushExpiry(e, at)
+	}
+	return true
+}
+
+func (ks *keyspace) pushExpiry(e *entry, at int64) {
+	ks.exp.Lock()
+	ks.exp.h.Push(at, e)
+	ks.exp.Unlock()
+}
+
+// due removes and returns up to max entries whose deadline has passed and
+// is still theirs; stale heap entries (a deadline changed since, a key
+// replaced) are dropped on the way.
+func (ks *keyspace) due(nowMs int64, limit int) []*entry {
+	var out []*entry
+	ks.exp.Lock()
+	var popped []*entry
+	var ats []int64
+	for len(popped) < limit {
+		e, at, ok := ks.exp.h.PopDue(nowMs)
+		if !ok {
+			break
+		}
+		popped = append(popped, e)
+		ats = append(ats, at)
+	}
+	ks.exp.Unlock()
+	for i, e := range popped {
+		if ks.swapIf(e.key, e, nil, ats[i]) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// compactExpiry rebuilds the heap from the live deadlines when stale
+// entries (from repeated EXPIREs of one key) outnumber them, so the heap
+// stays proportional to the number of keys.
+func (ks *keyspace) compactExpiry() {
+	live := int64(0)
+	for _, sp := range ks.allSpaces() {
+		live += sp.expires.Load()
+	}
+	ks.exp.Lock()
+	n := ks.exp.h.Len()
+	ks.exp.Unlock()
+	if int64(n) <= 2*live+1024 {
+		return
+	}
+	var h expiry.Heap[*entry]
+	for i := range ks.names {
+		s := &ks.names[i]
+		s.RLock()
+		for _, e := range s.m {
+			if at := e.expireAt.Load(); at != 0 {
+				h.Push(at, e)
+			}
+		}
+		s.RUnlock()
+	}
+	ks.exp.Lock()
+	ks.exp.h = h
+	ks.exp.Unlock()
+}
+
+// each calls fn for every entry of sp (every entry when sp is nil) until
+// fn returns false. fn runs under a shard's read lock: it must not call
+// back into the table.
+func (ks *keyspace) each(sp *space, fn func(*entry) bool) {
+	for i := range ks.names {
+		s := &ks.names[i]
+		s.RLock()
+		for _, e := range s.m {
+			if (sp == nil || e.space == sp) && !fn(e) {
+				s.RUnlock()
+				return
+			}
+		}
+		s.RUnlock()
+	}
+}
+
+// LMCache stores a chunk as "<k>kv_bytes" (the payload) and "<k>metadata"
+// (its shape and dtype), or "<k>:kv_bytes" and "<k>:metadata", which the
+// same suffixes cover.
+var (
+	suffixPayload  = []byte("kv_bytes")
+	suffixMetadata = []byte("metadata")
+)
+
+// partner returns the table key of the other half of an LMCache pair and
+// whether name is the payload half, or nil if name is neither.
+func partner(dst []byte, sp *space, name []byte) (key []byte, isPayload bool) {
+	switch {
+	case bytes.HasSuffix(name, suffixPayload):
+		dst = compose(dst, sp, name[:len(name)-len(suffixPayload)])
+		return append(dst, suffixMetadata...), true
+	case bytes.HasSuffix(name, suffixMetadata):
+		dst = compose(dst, sp, name[:len(name)-len(suffixMetadata)])
+		return append(dst, suffixPayload...), false
+	}
+	return nil, false
+}

@@ -1,0 +1,138 @@
+package resp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/server/auth"
+	"github.com/yuebing/yuebing/tier"
+)
+
+// Options configures a Server.
+type Options struct {
+	// Store holds the values. Required. The server registers an OnDrop
+	// listener on it and rebuilds its key table from the blocks it holds.
+	Store *tier.Hierarchy
+	// Tokens authenticates clients (AUTH, HELLO AUTH). Nil turns
+	// authentication off: every client is an admin of tenant "default".
+	Tokens *auth.Tokens
+	// Namespace maps a tenant to the block namespace of its Redis keys.
+	// Default tenant + "/redis". The result must be a valid namespace
+	// (block.ValidateNamespace) whose tenant is the given one, so two
+	// tenants' identical key strings never collide.
+	Namespace func(tenant string) string
+	// MaxValueSize is the largest value SET accepts, in bytes. A longer
+	// declared bulk is refused before any of it is read. Default 256 MiB.
+	MaxValueSize int64
+	// MaxBulkLen is the longest bulk string the protocol accepts at all, in
+	// bytes: a value between MaxValueSize and MaxBulkLen is refused and
+	// skipped so the connection stays usable; a longer one is a protocol
+	// error that closes the connection (Redis's proto-max-bulk-len).
+	// Default 512 MiB, and at least MaxValueSize.
+	MaxBulkLen int64
+	// MaxRequestBytes bounds the bytes of one command's arguments held in
+	// memory (keys, options, values too short to stream; 32 bytes are
+	// counted per argument for its bookkeeping). Values of SET and MSET
+	// longer than 64 KiB stream into the store and do not count. A command
+	// beyond it is skipped and answered with an error. Default 1 MiB.
+	MaxRequestBytes int
+	// MaxArgs is the largest multibulk count accepted; a larger one is a
+	// protocol error. Default 1<<20.
+	MaxArgs int
+	// MaxConns bounds open connections; a client beyond it is told
+	// "-ERR max number of clients reached" and disconnected. Default 10000.
+	MaxConns int
+	// StallTimeout bounds how long a command may wait for more of its bytes
+	// from the client, and how long a reply may wait for the client to read
+	// it, before the connection is closed. It frees the store space a
+	// stalled SET has reserved and the block pins a stalled GET holds.
+	// Idle connections between commands are never timed out. Default 30s.
+	StallTimeout time.Duration
+	// Version is reported as yuebing_version by INFO. Default "devel".
+	Version string
+	// Now is the clock for expiry. Default time.Now.
+	Now func() time.Time
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// minKeyLen is the least room for keys a namespace must leave in a
+// block's record: LMCache's keys are about 100 bytes.
+const minKeyLen = 200
+
+// DefaultNamespace is the default Options.Namespace.
+func DefaultNamespace(tenant string) string { return tenant + "/redis" }
+
+// EnsureDefaults fills in zero fields.
+func (o *Options) EnsureDefaults() {
+	if o.Namespace == nil {
+		o.Namespace = DefaultNamespace
+	}
+	if o.MaxValueSize == 0 {
+		o.MaxValueSize = 256 << 20
+	}
+	if o.MaxBulkLen == 0 {
+		o.MaxBulkLen = max(512<<20, o.MaxValueSize)
+	}
+	if o.MaxRequestBytes == 0 {
+		o.MaxRequestBytes = 1 << 20
+	}
+	if o.MaxArgs == 0 {
+		o.MaxArgs = 1 << 20
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = 10000
+	}
+	if o.StallTimeout == 0 {
+		o.StallTimeout = 30 * time.Second
+	}
+	if o.Version == "" {
+		o.Version = "devel"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports every invalid field.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Store == nil {
+		errs = append(errs, errors.New("resp: Store is required"))
+	}
+	if o.Namespace != nil {
+		ns := o.Namespace(auth.DefaultTenant)
+		if err := block.ValidateNamespace(ns); err != nil {
+			errs = append(errs, fmt.Errorf("resp: Namespace(%q): %w", auth.DefaultTenant, err))
+		} else if block.Tenant(ns) != auth.DefaultTenant {
+			errs = append(errs, fmt.Errorf("resp: Namespace(%q) = %q belongs to another tenant", auth.DefaultTenant, ns))
+		} else if m := maxKeyLen(ns); m < minKeyLen {
+			errs = append(errs, fmt.Errorf("resp: Namespace(%q) = %q leaves %d bytes for keys, fewer than %d", auth.DefaultTenant, ns, m, minKeyLen))
+		}
+	}
+	if o.MaxValueSize <= 0 || o.MaxValueSize > block.MaxPayload {
+		errs = append(errs, fmt.Errorf("resp: MaxValueSize %d must be in (0, %d]", o.MaxValueSize, int64(block.MaxPayload)))
+	}
+	if o.MaxBulkLen < o.MaxValueSize {
+		errs = append(errs, fmt.Errorf("resp: MaxBulkLen %d must be at least MaxValueSize %d", o.MaxBulkLen, o.MaxValueSize))
+	}
+	if o.MaxRequestBytes < 4096 {
+		errs = append(errs, fmt.Errorf("resp: MaxRequestBytes %d must be at least 4096", o.MaxRequestBytes))
+	}
+	if o.MaxArgs < 16 {
+		errs = append(errs, fmt.Errorf("resp: MaxArgs %d must be at least 16", o.MaxArgs))
+	}
+	if o.MaxConns <= 0 {
+		errs = append(errs, fmt.Errorf("resp: MaxConns %d must be positive", o.MaxConns))
+	}
+	if o.StallTimeout < 0 {
+		errs = append(errs, fmt.Errorf("resp: StallTimeout %v must not be negative", o.StallTimeout))
+	}
+	return errors.Join(errs...)
+}
