@@ -20,7 +20,11 @@ func (n *Node) banner(tokens *auth.Tokens) {
 	}
 	fmt.Fprintf(w, "%s\n", v)
 	fmt.Fprintf(w, "  http\thttp://%s\n", n.Addr("http"))
-	fmt.Fprintf(w, "  resp\t%s\n", plannedListener(c.RESP.Listen))
+	if a := n.Addr("resp"); a != nil {
+		fmt.Fprintf(w, "  resp\tredis://%s\n", a)
+	} else {
+		fmt.Fprintf(w, "  resp\tdisabled\n")
+	}
 	if cn := n.clusterNode(); cn != nil {
 		fmt.Fprintf(w, "  transfer\t%s (block transfers between nodes)\n", cn.TransferAddr())
 	} else if c.Transfer.Listen != "" {
@@ -61,13 +65,6 @@ func (n *Node) banner(tokens *auth.Tokens) {
 		fmt.Fprintf(w, "  contexts\t%d restored\n", k)
 	}
 	w.Flush()
-}
-
-func plannedListener(addr string) string {
-	if strings.TrimSpace(addr) == "" {
-		return "disabled"
-	}
-	return addr + " (configured; not served by this build yet)"
 }
 
 func (n *Node) etcdEndpoints() string {

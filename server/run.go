@@ -19,6 +19,7 @@ import (
 	"github.com/yuebing/yuebing/cluster"
 	"github.com/yuebing/yuebing/scheduler"
 	"github.com/yuebing/yuebing/server/auth"
+	"github.com/yuebing/yuebing/server/resp"
 	"github.com/yuebing/yuebing/tier"
 	"github.com/yuebing/yuebing/tier/dram"
 	"github.com/yuebing/yuebing/tier/ssd"
@@ -30,6 +31,7 @@ type Node struct {
 	log      *slog.Logger
 	store    *tier.Hierarchy
 	api      *API
+	resp     *resp.Server  // nil when resp.listen is empty
 	cluster  *clusterParts // nil when the node runs alone
 	services []*service
 	failed   chan error // the first service that stops on its own
@@ -132,7 +134,7 @@ func Start(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, err
 	}
-	err = n.listen()
+	err = n.listen(tokens)
 	if err == nil && n.cluster != nil {
 		// Registering needs the bound addresses; peers' calls wait in the
 		// listen queue until serving starts below.
@@ -153,7 +155,7 @@ func Start(cfg Config) (*Node, error) {
 	n.banner(tokens)
 	for _, s := range n.services {
 		n.wg.Go(func() {
-			if err := s.serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := s.serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, resp.ErrServerClosed) {
 				select {
 				case n.failed <- fmt.Errorf("server: %s: %w", s.name, err):
 				default:
@@ -221,7 +223,7 @@ func openStore(cfg Config, logger *slog.Logger) (*tier.Hierarchy, error) {
 
 // listen binds every configured listener before any serves, so a port in
 // use fails the start instead of leaving a half-started node.
-func (n *Node) listen() error {
+func (n *Node) listen(tokens *auth.Tokens) error {
 	srv := &http.Server{
 		Handler:           withInternal(n.api.Handler(), n.clusterNode()),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -237,8 +239,30 @@ func (n *Node) listen() error {
 		name: "http", ln: limitListener(ln, n.cfg.Limits.MaxConnections),
 		serve: srv.Serve, shutdown: srv.Shutdown, close: srv.Close,
 	})
-	// The RESP front end and the transfer service are configured here
-	// and join this list when they are served.
+	if n.cfg.RESP.Listen != "" {
+		rs, err := resp.NewServer(resp.Options{
+			Store: n.store, Tokens: tokens, MaxValueSize: int64(n.cfg.Limits.MaxBlockSize),
+			Logger: n.log, Version: n.cfg.Version,
+		})
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("server: resp: %w", err)
+		}
+		rln, err := net.Listen("tcp", n.cfg.RESP.Listen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("server: resp.listen: %w", err)
+		}
+		n.resp = rs
+		n.services = append(n.services, &service{
+			name: "resp", ln: rln, serve: rs.Serve, shutdown: rs.Shutdown,
+			close: func() error { // Shutdown past its deadline closes every connection
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				return rs.Shutdown(ctx)
+			},
+		})
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,6 +42,7 @@ func TestMain(m *testing.M) {
 
 // node is a running `yuebing serve`.
 type node struct {
+	resp   string // the RESP address, when it listens
 	cmd    *exec.Cmd
 	url    string
 	stderr *syncBuffer
@@ -97,18 +99,26 @@ func serve(t *testing.T, dataDir string, args ...string) *node {
 			<-n.done
 		}
 	})
-	found := make(chan string, 1)
+	// The banner lists the listeners first, then the tiers; "auth" ends the
+	// part the tests read.
+	found := make(chan map[string]string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
+		lines := map[string]string{}
 		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "http" {
-				found <- f[1]
+			if f := strings.Fields(sc.Text()); len(f) >= 2 {
+				lines[f[0]] = f[1]
+				if f[0] == "auth" {
+					found <- lines
+				}
 			}
 		}
 		io.Copy(io.Discard, out)
 	}()
 	select {
-	case n.url = <-found:
+	case lines := <-found:
+		n.url = lines["http"]
+		n.resp = strings.TrimPrefix(lines["resp"], "redis://")
 	case <-n.done:
 		t.Fatalf("yuebing serve exited before its banner: %v\n%s", n.err, n.stderr)
 	case <-time.After(60 * time.Second):
@@ -410,4 +420,52 @@ func TestConfigCommand(t *testing.T) {
 	if again, stderr, code := run(t, nil, "config", "--config", file); code != 0 || again != out {
 		t.Fatalf("config of its own output: exit %d, differs: %v\n%s", code, again != out, stderr)
 	}
+}
+
+// TestServeRESP talks to the Redis front end of the real binary with raw
+// protocol bytes, restarts the node and reads the value back from SSD.
+func TestServeRESP(t *testing.T) {
+	dir := t.TempDir()
+	n := serve(t, dir, "--resp-listen", "127.0.0.1:0")
+	if n.resp == "" {
+		t.Fatal("the banner does not show the RESP listener")
+	}
+	exchange := func(addr string, steps [][2]string) {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		r := bufio.NewReader(c)
+		for _, s := range steps {
+			if _, err := io.WriteString(c, s[0]); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len(s[1]))
+			if _, err := io.ReadFull(r, got); err != nil {
+				t.Fatalf("reply to %q: %v", s[0], err)
+			}
+			if string(got) != s[1] {
+				t.Fatalf("reply to %q = %q, want %q", s[0], got, s[1])
+			}
+		}
+	}
+	value := strings.Repeat("kv", 50_000)
+	set := fmt.Sprintf("*3\r\n$3\r\nSET\r\n$9\r\nchunk:kv0\r\n$%d\r\n%s\r\n", len(value), value)
+	exchange(n.resp, [][2]string{
+		{"*1\r\n$4\r\nPING\r\n", "+PONG\r\n"},
+		{set, "+OK\r\n"},
+		{"*2\r\n$6\r\nEXISTS\r\n$9\r\nchunk:kv0\r\n", ":1\r\n"},
+		{"*2\r\n$3\r\nGET\r\n$9\r\nchunk:kv0\r\n", fmt.Sprintf("$%d\r\n%s\r\n", len(value), value)},
+	})
+	n.stop(t, syscall.SIGTERM)
+
+	n = serve(t, dir, "--resp-listen", "127.0.0.1:0")
+	exchange(n.resp, [][2]string{
+		{"*2\r\n$3\r\nGET\r\n$9\r\nchunk:kv0\r\n", fmt.Sprintf("$%d\r\n%s\r\n", len(value), value)},
+		{"*2\r\n$3\r\nGET\r\n$7\r\nmissing\r\n", "$-1\r\n"},
+	})
+	n.stop(t, syscall.SIGTERM)
 }
