@@ -106,10 +106,11 @@ func serve(t *testing.T, dataDir string, args ...string) *node {
 		sc := bufio.NewScanner(out)
 		lines := map[string]string{}
 		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) >= 2 {
+			if f := strings.Fields(sc.Text()); len(f) >= 2 && lines != nil {
 				lines[f[0]] = f[1]
 				if f[0] == "auth" {
 					found <- lines
+					lines = nil // the test reads it from here on
 				}
 			}
 		}
