@@ -236,8 +236,10 @@ func (n *Node) handleReport(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, struct{}{})
 }
 
-func (n *Node) handleLocate(w http.ResponseWriter, r *http.Request) {
-	var req keysRequest
+// leaderCall decodes a JSON request, runs fn on this node's leader role and
+// answers with its result: the shape of every leader-only endpoint.
+func leaderCall[Req, Resp any](n *Node, w http.ResponseWriter, r *http.Request, fn func(*leader, Req) (Resp, error)) {
+	var req Req
 	if err := readJSON(r, &req); err != nil {
 		writeError(w, err)
 		return
@@ -247,39 +249,30 @@ func (n *Node) handleLocate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, holdersResponse{Holders: l.holders(req.Keys)})
+	resp, err := fn(l, req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, resp)
+}
+
+func (n *Node) handleLocate(w http.ResponseWriter, r *http.Request) {
+	leaderCall(n, w, r, func(l *leader, req keysRequest) (holdersResponse, error) {
+		return holdersResponse{Holders: l.holders(req.Keys)}, nil
+	})
 }
 
 func (n *Node) handleQuery(w http.ResponseWriter, r *http.Request) {
-	var req keysRequest
-	if err := readJSON(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	l, err := n.leaderOrErr(0)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, queryResponse{Nodes: l.query(req.Keys)})
+	leaderCall(n, w, r, func(l *leader, req keysRequest) (queryResponse, error) {
+		return queryResponse{Nodes: l.query(req.Keys)}, nil
+	})
 }
 
 func (n *Node) handleReplicas(w http.ResponseWriter, r *http.Request) {
-	var req replicasRequest
-	if err := readJSON(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	l, err := n.leaderOrErr(0)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if err := l.setReplicas(r.Context(), req.Key, req.Count); err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, struct{}{})
+	leaderCall(n, w, r, func(l *leader, req replicasRequest) (struct{}, error) {
+		return struct{}{}, l.setReplicas(r.Context(), req.Key, req.Count)
+	})
 }
 
 func (n *Node) handleLeaderStatus(w http.ResponseWriter, r *http.Request) {

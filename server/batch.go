@@ -66,16 +66,26 @@ type existsResponse struct {
 	Tiers []string `json:"tiers"`
 }
 
-func (a *API) batchExists(c *gin.Context) {
+// keyTargets decodes a batch request naming keys and resolves the blocks
+// the caller may see; on an error it has answered and returns false.
+func (a *API) keyTargets(c *gin.Context, p auth.Principal) ([]target, bool) {
 	var req keysRequest
 	if err := a.decodeJSON(c, &req); err != nil {
 		a.fail(c, err)
-		return
+		return nil, false
 	}
-	p := principal(c)
 	ts, err := req.targets(p, a.limits.MaxBatchKeys)
 	if err != nil {
 		a.fail(c, err)
+		return nil, false
+	}
+	return ts, true
+}
+
+func (a *API) batchExists(c *gin.Context) {
+	p := principal(c)
+	ts, ok := a.keyTargets(c, p)
+	if !ok {
 		return
 	}
 	res := existsResponse{PrefixTiers: map[string]int{}, Exists: make([]bool, len(ts)), Tiers: make([]string, len(ts))}
@@ -103,15 +113,9 @@ func (a *API) batchExists(c *gin.Context) {
 // first byte is sent, so the response has a length and every frame its
 // checksum.
 func (a *API) batchGet(c *gin.Context) {
-	var req keysRequest
-	if err := a.decodeJSON(c, &req); err != nil {
-		a.fail(c, err)
-		return
-	}
 	p := principal(c)
-	ts, err := req.targets(p, a.limits.MaxBatchKeys)
-	if err != nil {
-		a.fail(c, err)
+	ts, ok := a.keyTargets(c, p)
+	if !ok {
 		return
 	}
 	ctx := c.Request.Context()
@@ -316,15 +320,9 @@ type batchDeleteResponse struct {
 // batchDelete deletes every listed block the caller may see; the others
 // are reported as not deleted.
 func (a *API) batchDelete(c *gin.Context) {
-	var req keysRequest
-	if err := a.decodeJSON(c, &req); err != nil {
-		a.fail(c, err)
-		return
-	}
 	p := principal(c)
-	ts, err := req.targets(p, a.limits.MaxBatchKeys)
-	if err != nil {
-		a.fail(c, err)
+	ts, ok := a.keyTargets(c, p)
+	if !ok {
 		return
 	}
 	res := batchDeleteResponse{Results: make([]batchDeleteItem, len(ts))}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -90,27 +89,8 @@ runs their cross product at --speed.`,
 				Bandwidth:          bandwidth * 1e9 / 8,
 				DecodeTime:         td,
 			}
-			if prefillProfile != "" {
-				f, err := os.Open(prefillProfile)
-				if err != nil {
-					return usageErrorf("--prefill-profile: %v", err)
-				}
-				base.Sched.Prefill, err = scheduler.ParsePrefillProfile(f)
-				f.Close()
-				if err != nil {
-					return usageErrorf("--prefill-profile: %v", err)
-				}
-			}
-			if decodeProfile != "" {
-				f, err := os.Open(decodeProfile)
-				if err != nil {
-					return usageErrorf("--decode-profile: %v", err)
-				}
-				base.Sched.Decode, err = scheduler.ParseDecodeProfile(f)
-				f.Close()
-				if err != nil {
-					return usageErrorf("--decode-profile: %v", err)
-				}
+			if err := loadProfiles(&base.Sched, prefillProfile, decodeProfile); err != nil {
+				return err
 			}
 			var cells []bench.SchedCell
 			if policies == "" && rejections == "" && !cmd.Flags().Changed("speed") {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net"
-	"os"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -64,27 +63,8 @@ their load and the blocks they hold; see docs/conductor.md.`,
 			case maxTokens < 1 || maxKeys < 1:
 				return usageErrorf("--max-tokens, --max-keys: want > 0")
 			}
-			if prefillProfile != "" {
-				f, err := os.Open(prefillProfile)
-				if err != nil {
-					return usageErrorf("--prefill-profile: %v", err)
-				}
-				opts.Core.Prefill, err = scheduler.ParsePrefillProfile(f)
-				f.Close()
-				if err != nil {
-					return usageErrorf("--prefill-profile: %v", err)
-				}
-			}
-			if decodeProfile != "" {
-				f, err := os.Open(decodeProfile)
-				if err != nil {
-					return usageErrorf("--decode-profile: %v", err)
-				}
-				opts.Core.Decode, err = scheduler.ParseDecodeProfile(f)
-				f.Close()
-				if err != nil {
-					return usageErrorf("--decode-profile: %v", err)
-				}
+			if err := loadProfiles(&opts.Core, prefillProfile, decodeProfile); err != nil {
+				return err
 			}
 			d, err := scheduler.NewDriver(opts)
 			if err != nil {

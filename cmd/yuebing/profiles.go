@@ -1,0 +1,35 @@
+package main
+
+import (
+	"os"
+
+	"github.com/yuebing/yuebing/scheduler"
+)
+
+// loadProfiles reads the --prefill-profile and --decode-profile CSVs, when
+// given, into the scheduler options; `conductor` and `bench sched` share it.
+func loadProfiles(o *scheduler.Options, prefillPath, decodePath string) error {
+	if prefillPath != "" {
+		f, err := os.Open(prefillPath)
+		if err != nil {
+			return usageErrorf("--prefill-profile: %v", err)
+		}
+		o.Prefill, err = scheduler.ParsePrefillProfile(f)
+		f.Close()
+		if err != nil {
+			return usageErrorf("--prefill-profile: %v", err)
+		}
+	}
+	if decodePath != "" {
+		f, err := os.Open(decodePath)
+		if err != nil {
+			return usageErrorf("--decode-profile: %v", err)
+		}
+		o.Decode, err = scheduler.ParseDecodeProfile(f)
+		f.Close()
+		if err != nil {
+			return usageErrorf("--decode-profile: %v", err)
+		}
+	}
+	return nil
+}
