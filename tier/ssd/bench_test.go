@@ -98,6 +98,7 @@ func BenchmarkGetCold(b *testing.B) {
 			}
 			f.Sync()
 			unix.Fadvise(int(f.Fd()), 0, int64(n*size), unix.FADV_DONTNEED)
+			unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM) // as the tier: no read-ahead
 			buf := make([]byte, size)
 			b.SetBytes(int64(size))
 			i := 0

@@ -108,7 +108,22 @@ func Open(opts Options) (*SSD, error) {
 		c.close()
 		return nil, err
 	}
+	for _, seg := range s.mu.segs {
+		s.adviseRandom(seg.f)
+	}
 	return s, nil
+}
+
+// adviseRandom turns off the kernel's read-ahead on a segment once it is
+// recovered. A record is read whole in one large pread, so read-ahead adds
+// nothing to it; it would only read the neighbouring records, which the
+// tier then leaves in the page cache (it drops just the record it read):
+// device bandwidth spent on blocks nobody asked for, and memory held
+// outside both tiers' capacities.
+func (s *SSD) adviseRandom(f *os.File) {
+	if !s.opts.KeepPageCache {
+		_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
+	}
 }
 
 // Name implements tier.Tier.
@@ -252,10 +267,21 @@ func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored
 	return nil
 }
 
-// dropPages asks the kernel to drop a clean file range from the page cache.
-// It is advice: an error changes nothing the tier relies on.
+// dropAlign is the granule dropPages widens its range to. The kernel drops
+// only pages (and large folios) that lie wholly inside the range, so the
+// exact range of a record, which rarely starts or ends on a page boundary,
+// leaves the pages it shares with its neighbours cached; on kernels with
+// large page-cache folios that is most of the segment.
+const dropAlign = 2 << 20
+
+// dropPages asks the kernel to drop the clean pages around a file range from
+// the page cache. Neighbours' pages dropped with it are at most read again
+// from the device; dirty ones are left alone. It is advice: an error changes
+// nothing the tier relies on.
 func dropPages(f *os.File, off, n int64) {
-	_ = unix.Fadvise(int(f.Fd()), off, n, unix.FADV_DONTNEED)
+	start := off &^ (dropAlign - 1)
+	end := (off + n + dropAlign - 1) &^ (dropAlign - 1)
+	_ = unix.Fadvise(int(f.Fd()), start, end-start, unix.FADV_DONTNEED)
 }
 
 func pwritevFull(f *os.File, bufs [][]byte, off int64) error {
@@ -373,6 +399,7 @@ func (s *SSD) newSegmentLocked() (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.adviseRandom(seg.f)
 	seg.access.Store(s.tick.Add(1))
 	s.mu.segs[id] = seg
 	return seg, nil
