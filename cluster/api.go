@@ -123,6 +123,9 @@ type Counters struct {
 	Exposed       int64 `json:"exposed"`
 	Reports       int64 `json:"reports"`
 	Resyncs       int64 `json:"resyncs"`
+	// NameHits and NameMisses count LookupName answers.
+	NameHits   int64 `json:"name_hits"`
+	NameMisses int64 `json:"name_misses"`
 }
 
 // Counters returns the node's counters.
@@ -131,6 +134,7 @@ func (n *Node) Counters() Counters {
 	return Counters{
 		Fetches: s.fetches.Load(), FetchFailures: s.fetchFailures.Load(), FetchedBytes: s.fetchedBytes.Load(),
 		Admitted: s.admitted.Load(), Exposed: s.exposed.Load(), Reports: s.reports.Load(), Resyncs: s.resyncs.Load(),
+		NameHits: s.nameHits.Load(), NameMisses: s.nameMisses.Load(),
 	}
 }
 

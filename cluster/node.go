@@ -79,7 +79,8 @@ type Node struct {
 	bytes   *semaphore.Weighted // MaxFetchBytes
 	segSeq  atomic.Uint64
 
-	lead atomic.Pointer[leader] // set while this node leads
+	lead  atomic.Pointer[leader] // set while this node leads
+	names atomic.Pointer[NameLookup]
 
 	mu struct {
 		sync.Mutex
@@ -98,6 +99,7 @@ type Node struct {
 type stats struct {
 	fetches, fetchFailures, fetchedBytes, admitted atomic.Int64
 	exposed, reports, resyncs                      atomic.Int64
+	nameHits, nameMisses                           atomic.Int64
 }
 
 // New prepares a node: it validates opts and starts the transfer service on

@@ -240,13 +240,23 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 		serve: srv.Serve, shutdown: srv.Shutdown, close: srv.Close,
 	})
 	if n.cfg.RESP.Listen != "" {
-		rs, err := resp.NewServer(resp.Options{
+		ropts := resp.Options{
 			Store: n.store, Tokens: tokens, MaxValueSize: int64(n.cfg.Limits.MaxBlockSize),
 			Logger: n.log, Version: n.cfg.Version,
-		})
+		}
+		if cn := n.clusterNode(); cn != nil {
+			ropts.Cluster = clusterNames{cn}
+		}
+		rs, err := resp.NewServer(ropts)
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("server: resp: %w", err)
+		}
+		if cn := n.clusterNode(); cn != nil {
+			cn.SetNameLookup(func(ns, name string) (cluster.NameInfo, bool) {
+				k, ok := rs.LocalName(ns, name)
+				return cluster.NameInfo{Key: k.Block, Size: k.Size, ExpireAtMs: k.ExpireAtMs}, ok
+			})
 		}
 		rln, err := net.Listen("tcp", n.cfg.RESP.Listen)
 		if err != nil {
@@ -264,6 +274,21 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 		})
 	}
 	return nil
+}
+
+// clusterNames lets the Redis front end find the keys other nodes hold.
+type clusterNames struct{ n *cluster.Node }
+
+func (c clusterNames) LookupName(ctx context.Context, ns, name string) (resp.RemoteKey, error) {
+	info, err := c.n.LookupName(ctx, ns, name)
+	if err != nil {
+		return resp.RemoteKey{}, err
+	}
+	return resp.RemoteKey{Block: info.Key, Size: info.Size, ExpireAtMs: info.ExpireAtMs, Node: info.Node}, nil
+}
+
+func (c clusterNames) ReadName(ctx context.Context, k resp.RemoteKey) (*tier.Handle, error) {
+	return c.n.ReadFrom(ctx, k.Block, k.Node)
 }
 
 // slogWriter carries net/http's internal log lines (TLS noise, handler

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -514,5 +515,112 @@ func TestClusterFailures(t *testing.T) {
 	})
 	if st, _ := q.get(t, k, want); st != 200 {
 		t.Fatalf("GET of the replicated block after the leader died: %d", st)
+	}
+}
+
+// respCall sends one command to a RESP server and returns its reply: the
+// line of a simple reply, an integer or an error, the bytes of a bulk
+// string, "(nil)" for a null.
+func respCall(t *testing.T, addr string, args ...string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	var req bytes.Buffer
+	fmt.Fprintf(&req, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&req, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write(req.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("%v: %v", args[0], err)
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if !strings.HasPrefix(line, "$") {
+		return line
+	}
+	n, err := strconv.Atoi(line[1:])
+	if err != nil || n < 0 {
+		return "(nil)"
+	}
+	b := make([]byte, n+2)
+	if _, err := io.ReadFull(r, b); err != nil {
+		t.Fatalf("%v: %v", args[0], err)
+	}
+	return string(b[:n])
+}
+
+// TestClusterRESPKeys: a Redis key set through one node's front end reads
+// the same through another's, and follows the key's changes there.
+func TestClusterRESPKeys(t *testing.T) {
+	root := t.TempDir()
+	a := serveCluster(t, "a", filepath.Join(root, "a"), "--etcd-embedded", "--etcd-embedded-listen", "127.0.0.1:0", "--resp-listen", "127.0.0.1:0")
+	b := serveCluster(t, "b", filepath.Join(root, "b"), "--etcd", a.banner["etcd"], "--resp-listen", "127.0.0.1:0")
+	waitCluster(t, a, b)
+	ra, rb := strings.TrimPrefix(a.banner["resp"], "redis://"), strings.TrimPrefix(b.banner["resp"], "redis://")
+	if ra == "" || rb == "" {
+		t.Fatalf("no RESP listeners in the banners: %v %v", a.banner, b.banner)
+	}
+
+	v1, v2 := string(testData(1, 300_000)), string(testData(2, 120_000))
+	if got := respCall(t, ra, "SET", "chunk@1", v1); got != "+OK" {
+		t.Fatalf("SET on a: %q", got)
+	}
+	if got := respCall(t, ra, "SET", "chunk@2", "short", "EX", "100"); got != "+OK" {
+		t.Fatalf("SET EX on a: %q", got)
+	}
+	checks := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"GET", "chunk@1"}, v1},
+		{[]string{"EXISTS", "chunk@1", "chunk@2", "missing"}, ":2"},
+		{[]string{"STRLEN", "chunk@1"}, fmt.Sprintf(":%d", len(v1))},
+		{[]string{"TYPE", "chunk@1"}, "+string"},
+		{[]string{"TTL", "chunk@1"}, ":-1"},
+		{[]string{"GETRANGE", "chunk@1", "0", "9"}, v1[:10]},
+		{[]string{"GET", "missing"}, "(nil)"},
+		{[]string{"TTL", "missing"}, ":-2"},
+	}
+	for _, c := range checks {
+		if got := respCall(t, rb, c.args...); got != c.want {
+			t.Errorf("%v on b = %.40q, want %.40q", c.args, got, c.want)
+		}
+	}
+	if got := respCall(t, rb, "TTL", "chunk@2"); !strings.HasPrefix(got, ":") {
+		t.Errorf("TTL on b = %q", got)
+	} else if left, _ := strconv.Atoi(got[1:]); left < 90 || left > 100 {
+		t.Errorf("TTL of a key with 100 s left, on b = %d", left)
+	}
+	// The key changes on a: b reads the new value, then none.
+	if got := respCall(t, ra, "SET", "chunk@1", v2); got != "+OK" {
+		t.Fatalf("second SET on a: %q", got)
+	}
+	if got := respCall(t, rb, "GET", "chunk@1"); got != v2 {
+		t.Fatalf("GET on b after the key changed on a: %.40q, want the new value", got)
+	}
+	if got := respCall(t, ra, "DEL", "chunk@1"); got != ":1" {
+		t.Fatalf("DEL on a: %q", got)
+	}
+	if got := respCall(t, rb, "GET", "chunk@1"); got != "(nil)" {
+		t.Fatalf("GET on b after DEL on a: %.40q", got)
+	}
+	// b's own keys win on b; a still finds its own.
+	respCall(t, rb, "SET", "chunk@2", "from b")
+	if got := respCall(t, rb, "GET", "chunk@2"); got != "from b" {
+		t.Fatalf("GET of b's own key: %q", got)
+	}
+	if got := respCall(t, ra, "GET", "chunk@2"); got != "short" {
+		t.Fatalf("GET of a's own key on a: %q", got)
+	}
+	if info := respCall(t, rb, "INFO", "stats"); !strings.Contains(info, "keyspace_remote_hits:") {
+		t.Errorf("INFO on b has no keyspace_remote_hits: %.300q", info)
 	}
 }

@@ -434,6 +434,7 @@ func cmdInfo(c *conn, args [][]byte) error {
 		kv("evicted_keys", st.EvictedKeys)
 		kv("keyspace_hits", st.KeyspaceHits)
 		kv("keyspace_misses", st.KeyspaceMisses)
+		kv("keyspace_remote_hits", st.RemoteHits)
 		kv("total_error_replies", st.ErrorReplies)
 		kv("store_hits", hs.Hits)
 		kv("store_misses", hs.Misses)

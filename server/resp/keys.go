@@ -52,6 +52,74 @@ func (c *conn) payloadStored(sp *space, name []byte) bool {
 	return p != nil && p.liveAt(c.s.nowMs()) && c.s.store.Contains(p.bkey)
 }
 
+// lookup is find for readers: a key this node does not have may be held
+// by another node of the cluster.
+func (c *conn) lookup(name []byte) *entry {
+	if e := c.find(name); e != nil {
+		return e
+	}
+	return c.findRemote(name)
+}
+
+// findRemote asks the cluster for a key this node does not have and
+// returns a transient entry for it, or nil.
+func (c *conn) findRemote(name []byte) *entry {
+	if c.s.opts.Cluster == nil {
+		return nil
+	}
+	rk, err := c.s.opts.Cluster.LookupName(c.s.ctx, c.sp.name, string(name))
+	if err != nil {
+		return nil
+	}
+	e := &entry{key: c.sp.name + "\x00" + string(name), space: c.sp, bkey: rk.Block, size: rk.Size, remote: &rk}
+	e.expireAt.Store(rk.ExpireAtMs)
+	if !e.liveAt(c.s.nowMs()) {
+		return nil
+	}
+	return e
+}
+
+// openRemote is open for a key this node does not have. A failed read
+// from the other node (it died, evicted the block, replaced the key) is a
+// miss, as a cache's is.
+func (c *conn) openRemote(name []byte) (*tier.Handle, *entry, string) {
+	e := c.findRemote(name)
+	if e == nil {
+		c.s.stats.misses.Add(1)
+		return nil, nil, ""
+	}
+	h, err := c.s.opts.Cluster.ReadName(c.s.ctx, *e.remote)
+	if err != nil {
+		c.s.opts.Logger.Debug("resp: reading a key from another node", "node", e.remote.Node, "err", err)
+		c.s.stats.misses.Add(1)
+		return nil, nil, ""
+	}
+	c.s.stats.hits.Add(1)
+	c.s.stats.remoteHits.Add(1)
+	return h, e, ""
+}
+
+// LocalName reports the key namespace/name if this node holds it, for the
+// cluster to answer other nodes' lookups: it exists for readers here and
+// its block is in this node's store.
+func (s *Server) LocalName(namespace, name string) (RemoteKey, bool) {
+	e := s.ks.get([]byte(namespace + "\x00" + name))
+	if e == nil || !e.liveAt(s.nowMs()) || !s.store.Contains(e.bkey) {
+		return RemoteKey{}, false
+	}
+	if e.paired {
+		pk, isPayload := partner(nil, e.space, []byte(name))
+		if pk == nil || isPayload {
+			return RemoteKey{}, false
+		}
+		p := s.ks.get(pk)
+		if p == nil || !p.liveAt(s.nowMs()) || !s.store.Contains(p.bkey) {
+			return RemoteKey{}, false
+		}
+	}
+	return RemoteKey{Block: e.bkey, Size: e.size, ExpireAtMs: e.expireAt.Load()}, true
+}
+
 // open finds a key and pins its value. A block that vanished between the
 // table lookup and the read was replaced (look again) or evicted (the key
 // is gone). msg is set on a store failure.
@@ -59,8 +127,7 @@ func (c *conn) open(name []byte) (h *tier.Handle, e *entry, msg string) {
 	for range 4 {
 		e = c.find(name)
 		if e == nil {
-			c.s.stats.misses.Add(1)
-			return nil, nil, ""
+			return c.openRemote(name)
 		}
 		h, _, err := c.s.store.Get(c.s.ctx, e.bkey)
 		if err == nil {
@@ -116,7 +183,7 @@ func cmdMGet(c *conn, args [][]byte) error {
 }
 
 func cmdStrlen(c *conn, args [][]byte) error {
-	if e := c.find(args[1]); e != nil {
+	if e := c.lookup(args[1]); e != nil {
 		c.writeInt(e.size)
 	} else {
 		c.writeInt(0)
@@ -167,7 +234,7 @@ func cmdGetRange(c *conn, args [][]byte) error {
 func cmdExists(c *conn, args [][]byte) error {
 	n := 0
 	for _, name := range args[1:] {
-		if c.find(name) != nil {
+		if c.lookup(name) != nil {
 			n++
 		}
 	}
@@ -188,7 +255,7 @@ func cmdDel(c *conn, args [][]byte) error {
 }
 
 func cmdType(c *conn, args [][]byte) error {
-	if c.find(args[1]) != nil {
+	if c.lookup(args[1]) != nil {
 		c.writeSimple("string")
 	} else {
 		c.writeSimple("none")
@@ -200,7 +267,7 @@ func cmdTTL(c *conn, args [][]byte) error  { return ttl(c, args[1], 1000) }
 func cmdPTTL(c *conn, args [][]byte) error { return ttl(c, args[1], 1) }
 
 func ttl(c *conn, name []byte, unit int64) error {
-	e := c.find(name)
+	e := c.lookup(name)
 	switch {
 	case e == nil:
 		c.writeInt(-2)

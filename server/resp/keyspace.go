@@ -31,6 +31,9 @@ type entry struct {
 	// expireAt is the deadline in Unix milliseconds, 0 for none. It is
 	// written under the name shard's lock and read without it.
 	expireAt atomic.Int64
+	// remote is set on a transient entry for a key another node holds
+	// (conn.findRemote); such an entry is never in the table.
+	remote *RemoteKey
 }
 
 func (e *entry) name() string { return e.key[len(e.space.name)+1:] }

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,12 +52,36 @@ type Options struct {
 	// stalled SET has reserved and the block pins a stalled GET holds.
 	// Idle connections between commands are never timed out. Default 30s.
 	StallTimeout time.Duration
+	// Cluster, when set, finds the keys other nodes' front ends hold: a
+	// read (GET, MGET, GETRANGE, STRLEN, EXISTS, TYPE, TTL, PTTL) of a key
+	// this node does not have asks it. Writes and deletes act on this
+	// node's keys only. Nil: the node's own keys only.
+	Cluster Names
 	// Version is reported as yuebing_version by INFO. Default "devel".
 	Version string
 	// Now is the clock for expiry. Default time.Now.
 	Now func() time.Time
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// Names finds keys that other nodes' front ends hold; in a cluster the
+// server wires it to the cluster node.
+type Names interface {
+	// LookupName returns the key namespace/name as another node holds it,
+	// or an error wrapping tier.ErrNotFound.
+	LookupName(ctx context.Context, namespace, name string) (RemoteKey, error)
+	// ReadName reads the key's block from the node that holds it,
+	// checksum verified.
+	ReadName(ctx context.Context, k RemoteKey) (*tier.Handle, error)
+}
+
+// RemoteKey is a key held by another node.
+type RemoteKey struct {
+	Block      block.Key // the block holding the value
+	Size       int64     // the value's length
+	ExpireAtMs int64     // deadline in Unix milliseconds, 0 for none
+	Node       uint32    // the node holding it
 }
 
 // minKeyLen is the least room for keys a namespace must leave in a

@@ -56,6 +56,7 @@ type counters struct {
 	conns, totalConns, rejected          atomic.Int64
 	commands, errors                     atomic.Int64
 	hits, misses, expired, evicted, sets atomic.Int64
+	remoteHits                           atomic.Int64 // hits served from another node
 	netIn, netOut                        atomic.Int64
 }
 
@@ -69,6 +70,7 @@ type Stats struct {
 	ErrorReplies      int64 `json:"total_error_replies"`
 	KeyspaceHits      int64 `json:"keyspace_hits"`
 	KeyspaceMisses    int64 `json:"keyspace_misses"`
+	RemoteHits        int64 `json:"keyspace_remote_hits"` // of KeyspaceHits, served from another node
 	ExpiredKeys       int64 `json:"expired_keys"`
 	EvictedKeys       int64 `json:"evicted_keys"` // dropped by the store, pair partners included
 	Keys              int64 `json:"keys"`         // all namespaces
@@ -254,6 +256,7 @@ func (s *Server) Stats() Stats {
 		ErrorReplies:     s.stats.errors.Load(),
 		KeyspaceHits:     s.stats.hits.Load(),
 		KeyspaceMisses:   s.stats.misses.Load(),
+		RemoteHits:       s.stats.remoteHits.Load(),
 		ExpiredKeys:      s.stats.expired.Load(),
 		EvictedKeys:      s.stats.evicted.Load(),
 		NetInputBytes:    s.stats.netIn.Load(),
