@@ -59,13 +59,18 @@ func (c *Client) ExistsNames(ctx context.Context, namespace string, names []stri
 	return m, err
 }
 
+// TierRemote is a Frame's Tier for a block the server read from another
+// node of its cluster.
+const TierRemote = 255
+
 // Frame describes one block of a multi-get answer.
 type Frame struct {
 	Key block.Key
 	// Missing is set when the block is not stored (or not visible to the
 	// caller); the frame then has no data.
 	Missing bool
-	// Tier is the level the block was read from (0 = fastest).
+	// Tier is the level the block was read from (0 = fastest), or
+	// TierRemote.
 	Tier     int
 	Checksum uint32
 	Length   int64

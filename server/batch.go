@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -151,6 +153,22 @@ func (a *API) batchGet(c *gin.Context) {
 	for i, t := range ts {
 		frames[i].Key = t.key
 		frames[i].Flags = frameMissing
+		if a.opts.Cluster != nil && !a.store.Contains(t.key) {
+			h := a.fetchForBatch(ctx, p, t)
+			if h == nil {
+				total += frameHeaderSize
+				continue
+			}
+			handles[i] = h
+			data += int64(h.Len())
+			if data > int64(a.limits.MaxBatchBytes) {
+				a.fail(c, fmt.Errorf("%w: the blocks add up to over %d bytes (limits.max_batch_bytes)", ErrTooLarge, a.limits.MaxBatchBytes))
+				return
+			}
+			frames[i] = frameHeader{Key: t.key, Flags: frameHasCRC | frameTierRemote<<frameTierPos, CRC: h.Checksum(), Length: uint64(h.Len())}
+			total += frameHeaderSize + int64(h.Len())
+			continue
+		}
 		if _, _, err := a.visible(p, t); err != nil {
 			total += frameHeaderSize
 			continue
@@ -195,6 +213,42 @@ func (a *API) batchGet(c *gin.Context) {
 			handles[i] = nil
 		}
 	}
+}
+
+// batchFetchWait bounds how long a multi-get waits for one block from
+// another node. Fetched blocks count against the cluster's in-flight fetch
+// budget until the answer is written, so two large batches could each hold
+// part of it while waiting for the rest; past this wait the block is
+// reported missing, as a cache may, and the batch goes on.
+const batchFetchWait = 5 * time.Second
+
+// fetchForBatch reads a block this node does not hold from another node
+// for a multi-get, or returns nil: not found anywhere, not visible to p,
+// or not fetched in time.
+func (a *API) fetchForBatch(ctx context.Context, p auth.Principal, t target) *tier.Handle {
+	ctx, cancel := context.WithTimeout(ctx, batchFetchWait)
+	defer cancel()
+	h, o, err := a.store.Fetch(ctx, t.key)
+	if err != nil {
+		if !errors.Is(err, tier.ErrNotFound) {
+			a.log.Debug("server: multi-get: fetching from another node", "key", t.key, "err", err)
+		}
+		return nil
+	}
+	meta := o.Info.Meta
+	if o.Level != tier.RemoteLevel { // it arrived here meanwhile
+		info, _, err := a.store.Stat(t.key)
+		if err != nil {
+			h.Release()
+			return nil
+		}
+		meta = info.Meta
+	}
+	if needsCheck(p, t) && !canSee(p, t, meta) {
+		h.Release()
+		return nil
+	}
+	return h
 }
 
 // batchPutItem is the outcome of one frame of a multi-put.

@@ -16,7 +16,8 @@ import (
 //	frame header, 48 bytes, integers little-endian:
 //	  0:32  key, 32 raw bytes
 //	  32:36 flags u32: bit 0 crc32c is set, bit 1 block missing (responses),
-//	        bits 8-15 tier the block came from (responses); others zero
+//	        bits 8-15 tier the block came from (responses; 255: another
+//	        node); others zero
 //	  36:40 crc32c u32 of the data (when bit 0 is set)
 //	  40:48 length u64 of the data
 //	then length bytes of data.
@@ -30,6 +31,8 @@ const (
 	frameHasCRC  = 1 << 0
 	frameMissing = 1 << 1
 	frameTierPos = 8
+	// frameTierRemote in the tier bits: read from another node.
+	frameTierRemote = 0xff
 	// framePutFlags are the flags a multi-put frame may carry.
 	framePutFlags = frameHasCRC
 )

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/client"
 )
 
 // The cluster end-to-end tests run real `yuebing serve --cluster` processes
@@ -320,6 +321,31 @@ func TestClusterEmbeddedEtcd(t *testing.T) {
 	}
 	if st, src := a.get(t, keys[0], data[keys[0]]); st != 200 || src != "a" {
 		t.Fatalf("local GET on a: %d from %q", st, src)
+	}
+	// A multi-get on C reads A's blocks too, each frame checksummed and
+	// marked as read from another node; unknown keys are missing.
+	cl, err := client.New(c.url, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := chainKeys(t, 1, 77)[0]
+	want := [][]byte{data[keys[1]], nil, data[keys[2]]}
+	i := 0
+	err = cl.GetBatch(t.Context(), clusterNS, []block.Key{keys[1], missing, keys[2]}, func(f client.Frame, r io.Reader) error {
+		got, err := io.ReadAll(r)
+		switch {
+		case err != nil:
+			return err
+		case want[i] == nil && !f.Missing:
+			return fmt.Errorf("frame %d: unknown key not flagged missing", i)
+		case want[i] != nil && (f.Missing || f.Tier != client.TierRemote || !bytes.Equal(got, want[i])):
+			return fmt.Errorf("frame %d: missing %v, tier %d, %d bytes", i, f.Missing, f.Tier, len(got))
+		}
+		i++
+		return nil
+	})
+	if err != nil || i != 3 {
+		t.Fatalf("batch get on c: %v after %d frames", err, i)
 	}
 	// The cluster prefix query: A holds the whole chain.
 	ms, ok := b.query(t, append(slices.Clone(keys), chainKeys(t, 1, 9)...))
