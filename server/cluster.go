@@ -284,11 +284,14 @@ func newCluster(cfg Config, store *tier.Hierarchy, n *Node) (*clusterParts, erro
 }
 
 // join registers the node, now that its listeners have addresses.
-func (p *clusterParts) join(cfg Config, httpAddr string) error {
+func (p *clusterParts) join(cfg Config, httpAddr, respAddr string) error {
 	cc := cfg.Cluster
 	addrs := cluster.Addrs{HTTP: cc.AdvertiseHTTP, Transfer: cc.AdvertiseTransfer, RESP: cc.AdvertiseRESP}
 	if addrs.HTTP == "" {
 		addrs.HTTP = httpAddr
+	}
+	if addrs.RESP == "" {
+		addrs.RESP = respAddr // empty when the front end is off
 	}
 	if addrs.Transfer == "" {
 		addrs.Transfer = p.node.TransferAddr()

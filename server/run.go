@@ -138,7 +138,11 @@ func Start(cfg Config) (*Node, error) {
 	if err == nil && n.cluster != nil {
 		// Registering needs the bound addresses; peers' calls wait in the
 		// listen queue until serving starts below.
-		if err = n.cluster.join(cfg, n.Addr("http").String()); err != nil {
+		var respAddr string
+		if a := n.Addr("resp"); a != nil {
+			respAddr = a.String()
+		}
+		if err = n.cluster.join(cfg, n.Addr("http").String(), respAddr); err != nil {
 			for _, s := range n.services {
 				s.ln.Close()
 			}

@@ -174,7 +174,10 @@ type clusterStatus struct {
 	} `json:"leader"`
 	HasLeader bool `json:"has_leader"`
 	Members   []struct {
-		Name string `json:"name"`
+		Name  string `json:"name"`
+		Addrs struct {
+			RESP string `json:"resp"`
+		} `json:"addrs"`
 	} `json:"members"`
 	LeaderStatus *struct {
 		Blocks int      `json:"blocks"`
@@ -595,6 +598,10 @@ func TestClusterRESPKeys(t *testing.T) {
 		t.Fatalf("no RESP listeners in the banners: %v %v", a.banner, b.banner)
 	}
 
+	// Members advertise their bound RESP addresses.
+	if st, ok := b.status(t); !ok || len(st.Members) != 2 || st.Members[0].Addrs.RESP != ra || st.Members[1].Addrs.RESP != rb {
+		t.Errorf("members' RESP addresses: %+v, want %s and %s", st.Members, ra, rb)
+	}
 	v1, v2 := string(testData(1, 300_000)), string(testData(2, 120_000))
 	if got := respCall(t, ra, "SET", "chunk@1", v1); got != "+OK" {
 		t.Fatalf("SET on a: %q", got)
