@@ -153,34 +153,14 @@ func (a *API) batchGet(c *gin.Context) {
 	for i, t := range ts {
 		frames[i].Key = t.key
 		frames[i].Flags = frameMissing
-		if a.opts.Cluster != nil && !a.store.Contains(t.key) {
-			h := a.fetchForBatch(ctx, p, t)
-			if h == nil {
-				total += frameHeaderSize
-				continue
-			}
-			handles[i] = h
-			data += int64(h.Len())
-			if data > int64(a.limits.MaxBatchBytes) {
-				a.fail(c, fmt.Errorf("%w: the blocks add up to over %d bytes (limits.max_batch_bytes)", ErrTooLarge, a.limits.MaxBatchBytes))
-				return
-			}
-			frames[i] = frameHeader{Key: t.key, Flags: frameHasCRC | frameTierRemote<<frameTierPos, CRC: h.Checksum(), Length: uint64(h.Len())}
-			total += frameHeaderSize + int64(h.Len())
-			continue
-		}
-		if _, _, err := a.visible(p, t); err != nil {
-			total += frameHeaderSize
-			continue
-		}
-		h, level, err := a.store.Get(ctx, t.key)
+		h, tierBits, err := a.batchBlock(ctx, p, t)
 		switch {
-		case errors.Is(err, tier.ErrNotFound), errors.Is(err, tier.ErrCorrupt):
-			total += frameHeaderSize
-			continue
 		case err != nil:
 			a.fail(c, err)
 			return
+		case h == nil:
+			total += frameHeaderSize
+			continue
 		}
 		handles[i] = h
 		data += int64(h.Len())
@@ -188,7 +168,7 @@ func (a *API) batchGet(c *gin.Context) {
 			a.fail(c, fmt.Errorf("%w: the blocks add up to over %d bytes (limits.max_batch_bytes)", ErrTooLarge, a.limits.MaxBatchBytes))
 			return
 		}
-		frames[i] = frameHeader{Key: t.key, Flags: frameHasCRC | uint32(level)<<frameTierPos, CRC: h.Checksum(), Length: uint64(h.Len())}
+		frames[i] = frameHeader{Key: t.key, Flags: frameHasCRC | tierBits<<frameTierPos, CRC: h.Checksum(), Length: uint64(h.Len())}
 		total += frameHeaderSize + int64(h.Len())
 	}
 	hdr := c.Writer.Header()
@@ -213,6 +193,26 @@ func (a *API) batchGet(c *gin.Context) {
 			handles[i] = nil
 		}
 	}
+}
+
+// batchBlock pins one block of a multi-get and says which tier it came
+// from (frameTierRemote: another node). A nil handle with a nil error is a
+// missing frame: not stored, not visible to p, or not fetched in time.
+func (a *API) batchBlock(ctx context.Context, p auth.Principal, t target) (*tier.Handle, uint32, error) {
+	if a.opts.Cluster != nil && !a.store.Contains(t.key) {
+		return a.fetchForBatch(ctx, p, t), frameTierRemote, nil
+	}
+	if _, _, err := a.visible(p, t); err != nil {
+		return nil, 0, nil
+	}
+	h, level, err := a.store.Get(ctx, t.key)
+	switch {
+	case errors.Is(err, tier.ErrNotFound), errors.Is(err, tier.ErrCorrupt):
+		return nil, 0, nil
+	case err != nil:
+		return nil, 0, err
+	}
+	return h, uint32(level), nil
 }
 
 // batchFetchWait bounds how long a multi-get waits for one block from

@@ -552,12 +552,8 @@ func TestClusterFailures(t *testing.T) {
 // string, "(nil)" for a null.
 func respCall(t *testing.T, addr string, args ...string) string {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, r := dialRESP(t, addr)
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
 	var req bytes.Buffer
 	fmt.Fprintf(&req, "*%d\r\n", len(args))
 	for _, a := range args {
@@ -566,7 +562,6 @@ func respCall(t *testing.T, addr string, args ...string) string {
 	if _, err := c.Write(req.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	r := bufio.NewReader(c)
 	line, err := r.ReadString('\n')
 	if err != nil {
 		t.Fatalf("%v: %v", args[0], err)

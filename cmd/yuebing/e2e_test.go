@@ -425,6 +425,18 @@ func TestConfigCommand(t *testing.T) {
 
 // TestServeRESP talks to the Redis front end of the real binary with raw
 // protocol bytes, restarts the node and reads the value back from SSD.
+// dialRESP connects to a RESP listener with a deadline for the whole
+// conversation.
+func dialRESP(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	return c, bufio.NewReader(c)
+}
+
 func TestServeRESP(t *testing.T) {
 	dir := t.TempDir()
 	n := serve(t, dir, "--resp-listen", "127.0.0.1:0")
@@ -433,13 +445,8 @@ func TestServeRESP(t *testing.T) {
 	}
 	exchange := func(addr string, steps [][2]string) {
 		t.Helper()
-		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, r := dialRESP(t, addr)
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(30 * time.Second))
-		r := bufio.NewReader(c)
 		for _, s := range steps {
 			if _, err := io.WriteString(c, s[0]); err != nil {
 				t.Fatal(err)
