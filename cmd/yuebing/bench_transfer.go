@@ -45,7 +45,7 @@ number of goroutines (shm). With --paths N, each side gets N loopback NICs
 	f.IntVar(&o.Batch, "batch", 16, "requests per batch")
 	f.IntVar(&o.BlockSize, "block-size", 1<<20, "bytes per request")
 	f.IntVar(&o.Paths, "paths", 4, "loopback NICs per side, so paths per transfer (tcp)")
-	f.IntVar(&o.SliceSize, "slice-size", 64<<10, "bytes per slice (tcp)")
+	f.IntVar(&o.SliceSize, "slice-size", 1<<20, "bytes per slice (tcp)")
 	f.DurationVar(&o.Duration, "duration", 5*time.Second, "how long to transfer; the baseline runs as long")
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"results":[...]} instead of a table`)
 	f.BoolVar(&noProg, "no-progress", false, "do not draw a progress bar on stderr")
