@@ -55,6 +55,10 @@ type ClusterConfig struct {
 	// ReportInterval is how often the node tells the leader what changed
 	// in its store. Default 200ms.
 	ReportInterval time.Duration `yaml:"report_interval"`
+	// RESPLocalOnly keeps the Redis front end to the keys set through this
+	// node. Default false: a read of a key this node lacks asks every other
+	// member, one round trip each, concurrently (docs/cluster.md).
+	RESPLocalOnly bool `yaml:"resp_local_only"`
 	// Admit says whether a block read from another node is also stored
 	// here: always, second-hit (default: fetched twice recently) or never.
 	Admit string `yaml:"admit"`

@@ -248,7 +248,7 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 			Store: n.store, Tokens: tokens, MaxValueSize: int64(n.cfg.Limits.MaxBlockSize),
 			Logger: n.log, Version: n.cfg.Version,
 		}
-		if cn := n.clusterNode(); cn != nil {
+		if cn := n.clusterNode(); cn != nil && !n.cfg.Cluster.RESPLocalOnly {
 			ropts.Cluster = clusterNames{cn}
 		}
 		rs, err := resp.NewServer(ropts)

@@ -651,4 +651,10 @@ func TestClusterRESPKeys(t *testing.T) {
 	if info := respCall(t, rb, "INFO", "stats"); !strings.Contains(info, "keyspace_remote_hits:") {
 		t.Errorf("INFO on b has no keyspace_remote_hits: %.300q", info)
 	}
+	// A node told to keep to its own keys does not see the others'.
+	c := serveCluster(t, "c", filepath.Join(root, "c"), "--etcd", a.banner["etcd"], "--resp-listen", "127.0.0.1:0", "--resp-local-only")
+	waitCluster(t, a, b, c)
+	if got := respCall(t, strings.TrimPrefix(c.banner["resp"], "redis://"), "GET", "chunk@2"); got != "(nil)" {
+		t.Errorf("GET of another node's key on a --resp-local-only node: %q", got)
+	}
 }

@@ -66,7 +66,7 @@ type serveFlags struct {
 	cluster, nodeName, etcd, etcdListen      string
 	clusterToken, advHTTP, advTransfer       string
 	advRESP, admit                           string
-	etcdEmbedded                             bool
+	etcdEmbedded, respLocalOnly              bool
 	leaseTTL                                 time.Duration
 	flags                                    *pflag.FlagSet
 }
@@ -103,6 +103,7 @@ func (s *serveFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.advHTTP, "advertise-http", "", "HTTP address other nodes reach this one at (default: the bound --http-listen)")
 	f.StringVar(&s.advTransfer, "advertise-transfer", "", "transfer address other nodes reach this one at (default: the bound --transfer-listen)")
 	f.StringVar(&s.advRESP, "advertise-resp", "", "Redis-protocol address announced to the cluster")
+	f.BoolVar(&s.respLocalOnly, "resp-local-only", false, "in a cluster, serve Redis keys set through this node only (no lookups on the other nodes)")
 	f.StringVar(&s.admit, "cluster-admit", "", "keep blocks read from other nodes: always, second-hit or never (default second-hit)")
 	f.DurationVar(&s.leaseTTL, "lease-ttl", 0, "how long a silent node stays a member; the time to notice a dead node (default 10s)")
 	f.StringVar(&s.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -160,6 +161,9 @@ func (s *serveFlags) config(cmd *cobra.Command) (server.Config, error) {
 	str("cluster-admit", &cfg.Cluster.Admit, s.admit)
 	if changed("etcd-embedded") {
 		cfg.Cluster.EtcdEmbedded = s.etcdEmbedded
+	}
+	if changed("resp-local-only") {
+		cfg.Cluster.RESPLocalOnly = s.respLocalOnly
 	}
 	str("log-format", &cfg.Log.Format, s.logFormat)
 	for _, sz := range []struct {
