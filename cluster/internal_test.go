@@ -63,6 +63,8 @@ func TestInternalAPIRejectsBadInput(t *testing.T) {
 	f("/internal/v1/expose", tok, `{"key":"`+testKey(1).String()+`"}`, 404, "not_found")
 	f("/internal/v1/drop", tok, `{"key":"`+testKey(1).String()+`","term":1}`, 409, "not_leader")
 	f("/internal/v1/desired", tok, `{"key":"`+testKey(1).String()+`","count":0}`, 400, "bad_request")
+	f("/internal/v1/name", tok, `{"namespace":1}`, 400, "bad_request")
+	f("/internal/v1/name", tok, `{"namespace":"a/redis","name":"k"}`, 404, "not_found")
 	f("/internal/v1/nothing", tok, `{}`, 404, "not_found")
 	// A report of a node that is not a member, in the right term.
 	li, _ := c.nodes[0].n.Leader()
