@@ -120,7 +120,8 @@ type Counters struct {
 	FetchFailures int64 `json:"fetch_failures"`
 	FetchedBytes  int64 `json:"fetched_bytes"`
 	Admitted      int64 `json:"admitted"`
-	Exposed       int64 `json:"exposed"`
+	Exposed       int64 `json:"exposed"` // blocks served through a transfer segment
+	Inlined       int64 `json:"inlined"` // small blocks served in the expose answer
 	Reports       int64 `json:"reports"`
 	Resyncs       int64 `json:"resyncs"`
 	// NameHits and NameMisses count LookupName answers.
@@ -134,7 +135,7 @@ func (n *Node) Counters() Counters {
 	return Counters{
 		Fetches: s.fetches.Load(), FetchFailures: s.fetchFailures.Load(), FetchedBytes: s.fetchedBytes.Load(),
 		Admitted: s.admitted.Load(), Exposed: s.exposed.Load(), Reports: s.reports.Load(), Resyncs: s.resyncs.Load(),
-		NameHits: s.nameHits.Load(), NameMisses: s.nameMisses.Load(),
+		NameHits: s.nameHits.Load(), NameMisses: s.nameMisses.Load(), Inlined: s.inlined.Load(),
 	}
 }
 

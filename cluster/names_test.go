@@ -59,3 +59,33 @@ func TestLookupNameAndReadFrom(t *testing.T) {
 		t.Errorf("counters: %+v", got)
 	}
 }
+
+// TestSmallBlocksInline: a block of at most inlineMax bytes comes back in
+// the expose answer, with no transfer segment, and is still checked; a
+// larger one goes through a segment.
+func TestSmallBlocksInline(t *testing.T) {
+	c := newTestCluster(t, 2, nil)
+	c.waitFormed()
+	a, b := c.nodes[0], c.nodes[1]
+	for i, size := range []int{0, 28, inlineMax, inlineMax + 1} {
+		k := testKey(10 + i)
+		want := value(i, size)
+		if _, err := a.store.Put(t.Context(), k, want, tier.PutOptions{Meta: []byte("m")}); err != nil {
+			t.Fatal(err)
+		}
+		before := a.n.Counters()
+		h, o, err := b.n.fetchFrom(t.Context(), k, a.n.ID())
+		if err != nil {
+			t.Fatalf("%d bytes: %v", size, err)
+		}
+		if !bytes.Equal(h.Bytes(), want) || string(o.Info.Meta) != "m" {
+			t.Fatalf("%d bytes: read %d bytes, meta %q", size, h.Len(), o.Info.Meta)
+		}
+		h.Release()
+		after := a.n.Counters()
+		inlined, exposed := after.Inlined-before.Inlined, after.Exposed-before.Exposed
+		if size <= inlineMax && (inlined != 1 || exposed != 0) || size > inlineMax && (inlined != 0 || exposed != 1) {
+			t.Errorf("%d bytes: inlined %d, exposed %d", size, inlined, exposed)
+		}
+	}
+}

@@ -99,7 +99,7 @@ type Node struct {
 type stats struct {
 	fetches, fetchFailures, fetchedBytes, admitted atomic.Int64
 	exposed, reports, resyncs                      atomic.Int64
-	nameHits, nameMisses                           atomic.Int64
+	nameHits, nameMisses, inlined                  atomic.Int64
 }
 
 // New prepares a node: it validates opts and starts the transfer service on

@@ -123,16 +123,21 @@ func (n *Node) fetchFrom(ctx context.Context, key block.Key, holder uint32) (*ti
 			_ = n.postJSON(rctx, m.Addrs.HTTP, "/internal/v1/release", releaseRequest{ID: ex.ID}, nil)
 		}
 	}()
-	if ex.Size < 0 || ex.Size > n.opts.MaxFetchBytes || (ex.Size > 0) != (ex.Segment != "") {
-		return nil, tier.Origin{}, fmt.Errorf("%w: %s exposed %d bytes in segment %q", ErrBadRequest, m.Name, ex.Size, ex.Segment)
+	inline := ex.Segment == ""
+	if ex.Size < 0 || ex.Size > n.opts.MaxFetchBytes || inline && int64(len(ex.Data)) != ex.Size || !inline && (ex.Size == 0 || ex.Data != nil) {
+		return nil, tier.Origin{}, fmt.Errorf("%w: %s exposed %d bytes in segment %q with %d inline", ErrBadRequest, m.Name, ex.Size, ex.Segment, len(ex.Data))
 	}
 	if err := n.bytes.Acquire(ctx, max(ex.Size, 1)); err != nil {
 		return nil, tier.Origin{}, err
 	}
 	ref := &fetchRef{n: n, w: max(ex.Size, 1)}
 	ref.refs.Store(1)
-	buf := make([]byte, ex.Size)
-	if ex.Size > 0 {
+	buf := ex.Data
+	if buf == nil {
+		buf = []byte{}
+	}
+	if !inline {
+		buf = make([]byte, ex.Size)
 		if err := n.read(ctx, m.Addrs.Transfer, ex.Segment, buf); err != nil {
 			ref.Release()
 			return nil, tier.Origin{}, fmt.Errorf("cluster: reading %s from %s: %w", key, m.Name, err)
