@@ -44,22 +44,8 @@ func PlotHitrate(cells []HitrateCell, path string) error {
 		plots[0] = append(plots[0], p)
 	}
 	const panelW, panelH = 4.2 * vg.Inch, 3.4 * vg.Inch
-	img := vgimg.NewWith(vgimg.UseWH(panelW*vg.Length(len(traces)), panelH), vgimg.UseDPI(110))
-	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: 1, Cols: len(traces), PadX: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	canvases := plot.Align(plots, tiles, dc)
-	for i, p := range plots[0] {
-		p.Draw(canvases[0][i])
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("bench: plot: %w", err)
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("bench: plot: %w", err)
-	}
-	return f.Close()
+	return writePNG(path, plots, tiles, panelW, panelH, 110)
 }
 
 func hitratePanel(cells []HitrateCell, trace string) (*plot.Plot, error) {
@@ -221,12 +207,19 @@ func PlotReplication(runs []ReplicationRun, o ReplicationOptions, path string) e
 		plots[0] = append(plots[0], p)
 	}
 	const panelW, panelH = 4.6 * vg.Inch, 3.4 * vg.Inch
-	img := vgimg.NewWith(vgimg.UseWH(panelW*vg.Length(len(traces)), panelH), vgimg.UseDPI(110))
-	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: 1, Cols: len(traces), PadX: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	canvases := plot.Align(plots, tiles, dc)
-	for i, p := range plots[0] {
-		p.Draw(canvases[0][i])
+	return writePNG(path, plots, tiles, panelW, panelH, 110)
+}
+
+// writePNG lays out plots[row][col] as tiles of panelW x panelH each and
+// writes the image to path as a PNG.
+func writePNG(path string, plots [][]*plot.Plot, tiles draw.Tiles, panelW, panelH vg.Length, dpi int) error {
+	img := vgimg.NewWith(vgimg.UseWH(panelW*vg.Length(tiles.Cols), panelH*vg.Length(tiles.Rows)), vgimg.UseDPI(dpi))
+	canvases := plot.Align(plots, tiles, draw.New(img))
+	for i, row := range plots {
+		for j, p := range row {
+			p.Draw(canvases[i][j])
+		}
 	}
 	f, err := os.Create(path)
 	if err != nil {

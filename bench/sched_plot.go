@@ -3,13 +3,11 @@ package bench
 import (
 	"fmt"
 	"image/color"
-	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/yuebing/yuebing/scheduler"
 )
@@ -44,26 +42,12 @@ func PlotSched(cells []SchedCell, path string) error {
 		row[i] = p
 	}
 	const panelW, panelH = 4.6 * vg.Inch, 2.8 * vg.Inch
-	img := vgimg.NewWith(vgimg.UseWH(panelW, panelH*vg.Length(len(pick))), vgimg.UseDPI(90))
-	dc := draw.New(img)
 	plots := make([][]*plot.Plot, len(pick))
 	for i, p := range row {
 		plots[i] = []*plot.Plot{p}
 	}
 	tiles := draw.Tiles{Rows: len(pick), Cols: 1, PadY: vg.Millimeter * 3, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 3}
-	canvases := plot.Align(plots, tiles, dc)
-	for i := range plots {
-		plots[i][0].Draw(canvases[i][0])
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("bench: plot: %w", err)
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("bench: plot: %w", err)
-	}
-	return f.Close()
+	return writePNG(path, plots, tiles, panelW, panelH, 90)
 }
 
 func loadPanel(c SchedCell) (*plot.Plot, error) {
