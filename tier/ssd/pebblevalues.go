@@ -39,8 +39,8 @@ type PebbleStore struct {
 		pinned int64
 		closed bool
 	}
-	hits, misses, puts, deletes, evictions, corrupt atomic.Int64
-	versions                                        atomic.Uint64
+	counters
+	versions atomic.Uint64
 }
 
 var (
@@ -419,8 +419,7 @@ func (p *PebbleStore) Stats() tier.Stats {
 		}
 	}
 	p.mu.Unlock()
-	st.Hits, st.Misses, st.Puts = p.hits.Load(), p.misses.Load(), p.puts.Load()
-	st.Deletes, st.Evictions, st.Corrupt = p.deletes.Load(), p.evictions.Load(), p.corrupt.Load()
+	p.counters.addTo(&st)
 	return st
 }
 

@@ -53,7 +53,7 @@ type SSD struct {
 			count int
 		}
 	}
-	hits, misses, puts, deletes, evictions, corrupt atomic.Int64
+	counters
 }
 
 var (
@@ -835,9 +835,18 @@ func (s *SSD) Stats() tier.Stats {
 		Blocks: int64(len(s.mu.blocks)), Pinned: s.mu.pinned,
 	}
 	s.mu.Unlock()
-	st.Hits, st.Misses, st.Puts = s.hits.Load(), s.misses.Load(), s.puts.Load()
-	st.Deletes, st.Evictions, st.Corrupt = s.deletes.Load(), s.evictions.Load(), s.corrupt.Load()
+	s.counters.addTo(&st)
 	return st
+}
+
+// counters are the operation counts both layouts report in Stats.
+type counters struct {
+	hits, misses, puts, deletes, evictions, corrupt atomic.Int64
+}
+
+func (c *counters) addTo(st *tier.Stats) {
+	st.Hits, st.Misses, st.Puts = c.hits.Load(), c.misses.Load(), c.puts.Load()
+	st.Deletes, st.Evictions, st.Corrupt = c.deletes.Load(), c.evictions.Load(), c.corrupt.Load()
 }
 
 // Close implements tier.Tier: it waits for puts in flight, flushes the
