@@ -455,14 +455,13 @@ func (c *conn) newEntry(name []byte, size, expireAt int64) (*entry, tier.PutOpti
 	return e, tier.PutOptions{Meta: rec.appendTo(make([]byte, 0, recordLen(c.sp.name, len(name))))}
 }
 
-// cmdSet reads SET's arguments itself: a value longer than smallArg goes
-// from the socket straight into a block the store reserved for it, before
-// the options that follow it are read; if they set a deadline, the block is
-// rewritten once with it in its record (see rewrite).
-func cmdSet(c *conn, n int) error {
+// readKey reads the key argument of SET or MSET. A key that is too long or
+// not allowed is answered with an error and the rest of the command is
+// skipped; ok is then false and err is what skipping returned.
+func (c *conn) readKey() (name []byte, ok bool, err error) {
 	name, big, err := c.r.next()
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	msg := c.checkKey(name)
 	if big > 0 {
@@ -470,7 +469,19 @@ func cmdSet(c *conn, n int) error {
 	}
 	if msg != "" {
 		c.writeError(msg)
-		return c.r.skipRest()
+		return nil, false, c.r.skipRest()
+	}
+	return name, true, nil
+}
+
+// cmdSet reads SET's arguments itself: a value longer than smallArg goes
+// from the socket straight into a block the store reserved for it, before
+// the options that follow it are read; if they set a deadline, the block is
+// rewritten once with it in its record (see rewrite).
+func cmdSet(c *conn, n int) error {
+	name, ok, err := c.readKey()
+	if !ok {
+		return err
 	}
 	val, vbig, err := c.r.next()
 	if err != nil {
@@ -677,17 +688,9 @@ func cmdMSet(c *conn, n int) error {
 		return c.r.skipRest()
 	}
 	for c.r.remaining > 0 {
-		name, big, err := c.r.next()
-		if err != nil {
+		name, ok, err := c.readKey()
+		if !ok {
 			return err
-		}
-		msg := c.checkKey(name)
-		if big > 0 {
-			msg = fmt.Sprintf("ERR key of %d bytes is longer than the %d bytes allowed", big, maxKeyLen(c.sp.name))
-		}
-		if msg != "" {
-			c.writeError(msg)
-			return c.r.skipRest()
 		}
 		val, vbig, err := c.r.next()
 		if err != nil {
