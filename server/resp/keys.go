@@ -43,13 +43,20 @@ func (c *conn) resolve(raw *entry, name []byte) *entry {
 // OnDrop listener runs. Checking the index closes the window in which a
 // reader could see metadata whose payload was just evicted.
 func (c *conn) payloadStored(sp *space, name []byte) bool {
-	pk, isPayload := partner(c.pbuf[:0], sp, name)
-	c.pbuf = pk
+	var ok bool
+	c.pbuf, ok = c.s.payloadStored(c.pbuf[:0], sp, name)
+	return ok
+}
+
+// payloadStored is conn.payloadStored with dst as scratch space for the
+// partner's key, returned (grown) for reuse.
+func (s *Server) payloadStored(dst []byte, sp *space, name []byte) ([]byte, bool) {
+	pk, isPayload := partner(dst, sp, name)
 	if pk == nil || isPayload {
-		return false
+		return pk, false
 	}
-	p := c.s.ks.get(pk)
-	return p != nil && p.liveAt(c.s.nowMs()) && c.s.store.Contains(p.bkey)
+	p := s.ks.get(pk)
+	return pk, p != nil && p.liveAt(s.nowMs()) && s.store.Contains(p.bkey)
 }
 
 // lookup is find for readers: a key this node does not have may be held
@@ -108,12 +115,7 @@ func (s *Server) LocalName(namespace, name string) (RemoteKey, bool) {
 		return RemoteKey{}, false
 	}
 	if e.paired {
-		pk, isPayload := partner(nil, e.space, []byte(name))
-		if pk == nil || isPayload {
-			return RemoteKey{}, false
-		}
-		p := s.ks.get(pk)
-		if p == nil || !p.liveAt(s.nowMs()) || !s.store.Contains(p.bkey) {
+		if _, ok := s.payloadStored(nil, e.space, []byte(name)); !ok {
 			return RemoteKey{}, false
 		}
 	}
@@ -774,7 +776,11 @@ func cmdScan(c *conn, args [][]byte) error {
 		c.writeArray(0)
 		return nil
 	}
-	names := c.visible(found)
+	return c.writeNames(c.visible(found))
+}
+
+// writeNames answers with an array of key names, flushing as it goes.
+func (c *conn) writeNames(names []string) error {
 	c.writeArray(len(names))
 	for _, n := range names {
 		c.writeBulkString(n)
@@ -807,15 +813,7 @@ func cmdKeys(c *conn, args [][]byte) error {
 		}
 		return true
 	})
-	names := c.visible(found)
-	c.writeArray(len(names))
-	for _, n := range names {
-		c.writeBulkString(n)
-		if err := c.maybeFlush(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.writeNames(c.visible(found))
 }
 
 func cmdFlushDB(c *conn, args [][]byte) error  { return flush(c, args, c.sp) }
