@@ -228,24 +228,11 @@ const batchFetchWait = 5 * time.Second
 func (a *API) fetchForBatch(ctx context.Context, p auth.Principal, t target) *tier.Handle {
 	ctx, cancel := context.WithTimeout(ctx, batchFetchWait)
 	defer cancel()
-	h, o, err := a.store.Fetch(ctx, t.key)
+	h, _, _, err := a.fetchVisible(ctx, p, t)
 	if err != nil {
-		if !errors.Is(err, tier.ErrNotFound) {
+		if !errors.Is(err, ErrNotFound) {
 			a.log.Debug("server: multi-get: fetching from another node", "key", t.key, "err", err)
 		}
-		return nil
-	}
-	meta := o.Info.Meta
-	if o.Level != tier.RemoteLevel { // it arrived here meanwhile
-		info, _, err := a.store.Stat(t.key)
-		if err != nil {
-			h.Release()
-			return nil
-		}
-		meta = info.Meta
-	}
-	if needsCheck(p, t) && !canSee(p, t, meta) {
-		h.Release()
 		return nil
 	}
 	return h

@@ -313,17 +313,17 @@ func bodyError(err error, size int64) error {
 	}
 }
 
+// pathTarget names the block or object of a GET, HEAD or DELETE path.
+func pathTarget(c *gin.Context, object bool) (target, error) {
+	if object {
+		return objectTarget(c)
+	}
+	return blockTarget(c, false)
+}
+
 // readBlock answers GET and HEAD of a block or object.
 func (a *API) readBlock(c *gin.Context, object, head bool) {
-	var (
-		t   target
-		err error
-	)
-	if object {
-		t, err = objectTarget(c)
-	} else {
-		t, err = blockTarget(c, false)
-	}
+	t, err := pathTarget(c, object)
 	if err != nil {
 		a.fail(c, err)
 		return
@@ -505,15 +505,7 @@ type deleteResponse struct {
 }
 
 func (a *API) remove(c *gin.Context, object bool) {
-	var (
-		t   target
-		err error
-	)
-	if object {
-		t, err = objectTarget(c)
-	} else {
-		t, err = blockTarget(c, false)
-	}
+	t, err := pathTarget(c, object)
 	if err != nil {
 		a.fail(c, err)
 		return

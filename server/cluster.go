@@ -16,6 +16,7 @@ import (
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/cluster"
+	"github.com/yuebing/yuebing/server/auth"
 	"github.com/yuebing/yuebing/tier"
 )
 
@@ -496,29 +497,39 @@ func (a *API) setReplicas(c *gin.Context) {
 // readRemote serves a GET or HEAD of a block this node does not hold: it
 // is read from a node that does, over the transfer service.
 func (a *API) readRemote(c *gin.Context, t target, head bool) {
-	p := principal(c)
-	h, o, err := a.store.Fetch(c.Request.Context(), t.key)
+	h, o, meta, err := a.fetchVisible(c.Request.Context(), principal(c), t)
 	if err != nil {
-		if errors.Is(err, tier.ErrNotFound) {
-			err = notFound(t)
-		}
 		a.fail(c, err)
 		return
 	}
 	defer h.Release()
+	a.sendBlock(c, h, o, meta, head)
+}
+
+// fetchVisible reads a block this node does not hold from a node that
+// does, with its metadata record, if p may see it; otherwise the error is
+// the not-found of t (or the fetch's own).
+func (a *API) fetchVisible(ctx context.Context, p auth.Principal, t target) (*tier.Handle, tier.Origin, []byte, error) {
+	h, o, err := a.store.Fetch(ctx, t.key)
+	if err != nil {
+		if errors.Is(err, tier.ErrNotFound) {
+			err = notFound(t)
+		}
+		return nil, o, nil, err
+	}
 	meta := o.Info.Meta
 	if o.Level != tier.RemoteLevel {
 		// It arrived here meanwhile.
 		info, _, err := a.store.Stat(t.key)
 		if err != nil {
-			a.fail(c, notFound(t))
-			return
+			h.Release()
+			return nil, o, nil, notFound(t)
 		}
 		meta = info.Meta
 	}
 	if needsCheck(p, t) && !canSee(p, t, meta) {
-		a.fail(c, notFound(t))
-		return
+		h.Release()
+		return nil, o, nil, notFound(t)
 	}
-	a.sendBlock(c, h, o, meta, head)
+	return h, o, meta, nil
 }
