@@ -374,17 +374,24 @@ type clusterKeysRequest struct {
 	Keys []block.Key `json:"keys"`
 }
 
-func (a *API) clusterKeys(c *gin.Context) ([]block.Key, bool) {
+// clusterKeys gives a cluster endpoint its node and the keys of its
+// request; on an error it has answered and returns false.
+func (a *API) clusterKeys(c *gin.Context) (*cluster.Node, []block.Key, bool) {
+	cn, err := a.clusterNode()
+	if err != nil {
+		a.fail(c, err)
+		return nil, nil, false
+	}
 	var req clusterKeysRequest
 	if err := a.decodeJSON(c, &req); err != nil {
 		a.fail(c, err)
-		return nil, false
+		return nil, nil, false
 	}
 	if len(req.Keys) == 0 || len(req.Keys) > a.limits.MaxBatchKeys {
 		a.fail(c, fmt.Errorf("%w: %d keys, want 1 to %d (limits.max_batch_keys)", ErrBadRequest, len(req.Keys), a.limits.MaxBatchKeys))
-		return nil, false
+		return nil, nil, false
 	}
-	return req.Keys, true
+	return cn, req.Keys, true
 }
 
 // getCluster answers GET /v1/cluster: members, leader, the leader's index
@@ -401,12 +408,7 @@ func (a *API) getCluster(c *gin.Context) {
 // clusterQuery answers POST /v1/cluster/query: per node, the longest
 // prefix of the chain it holds and its per-tier counts.
 func (a *API) clusterQuery(c *gin.Context) {
-	cn, err := a.clusterNode()
-	if err != nil {
-		a.fail(c, err)
-		return
-	}
-	keys, ok := a.clusterKeys(c)
+	cn, keys, ok := a.clusterKeys(c)
 	if !ok {
 		return
 	}
@@ -424,12 +426,7 @@ func (a *API) clusterQuery(c *gin.Context) {
 // clusterHolders answers POST /v1/cluster/holders: the nodes holding each
 // key.
 func (a *API) clusterHolders(c *gin.Context) {
-	cn, err := a.clusterNode()
-	if err != nil {
-		a.fail(c, err)
-		return
-	}
-	keys, ok := a.clusterKeys(c)
+	cn, keys, ok := a.clusterKeys(c)
 	if !ok {
 		return
 	}
