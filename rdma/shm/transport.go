@@ -89,27 +89,11 @@ func (t *Transport) Close() error {
 
 func (t *Transport) accept() {
 	for {
-		nc, err := t.ln.AcceptUnix()
-		if err != nil {
-			if t.ctx.Err() != nil {
-				return
-			}
-			t.env.Logger.Warn("shm accept", "err", err)
-			select {
-			case <-time.After(10 * time.Millisecond):
-			case <-t.ctx.Done():
-				return
-			}
-			continue
+		c := wire.Accept(t.ctx, t.ln, t.connSem, t.env.Logger)
+		if c == nil {
+			return
 		}
-		select {
-		case t.connSem <- struct{}{}:
-		default:
-			nc.SetWriteDeadline(time.Now().Add(time.Second))
-			wire.WriteError(nc, wire.Version, 0, fmt.Errorf("%w: connection limit %d reached", rdma.ErrBusy, t.opts.MaxConns))
-			nc.Close()
-			continue
-		}
+		nc := c.(*net.UnixConn)
 		t.srv.Lock()
 		if t.srv.closed {
 			t.srv.Unlock()

@@ -18,28 +18,9 @@ var errFenced = errors.New("tcp: connection fenced by its client")
 
 func (t *Transport) accept(ln net.Listener) {
 	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if t.ctx.Err() != nil {
-				return
-			}
-			// Out of descriptors or similar: wait a little instead of
-			// spinning, as net/http does.
-			t.env.Logger.Warn("transfer accept", "err", err)
-			select {
-			case <-time.After(10 * time.Millisecond):
-			case <-t.ctx.Done():
-				return
-			}
-			continue
-		}
-		select {
-		case t.connSem <- struct{}{}:
-		default:
-			nc.SetWriteDeadline(time.Now().Add(time.Second))
-			wire.WriteError(nc, wire.Version, 0, fmt.Errorf("%w: connection limit %d reached", rdma.ErrBusy, t.opts.MaxConns))
-			nc.Close()
-			continue
+		nc := wire.Accept(t.ctx, ln, t.connSem, t.env.Logger)
+		if nc == nil {
+			return
 		}
 		if !t.track(nc) {
 			<-t.connSem
