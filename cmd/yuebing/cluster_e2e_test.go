@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -49,55 +48,8 @@ func serveCluster(t *testing.T, name, dir string, args ...string) *cnode {
 	cmd.Env = append(envWithout("YUEBING_"),
 		"YUEBING_CLUSTER_ETCD_EMBEDDED_PEER_LISTEN=127.0.0.1:0",
 		"YUEBING_CLUSTER_REPORT_INTERVAL=50ms")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &cnode{node: &node{cmd: cmd, stderr: newSyncBuffer(), done: make(chan struct{})}, name: name, dir: dir, args: args, banner: map[string]string{}}
-	cmd.Stderr = n.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		n.err = cmd.Wait()
-		close(n.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-n.done:
-		default:
-			cmd.Process.Kill()
-			<-n.done
-		}
-		if t.Failed() {
-			t.Logf("%s stderr:\n%s", name, n.stderr)
-		}
-	})
-	lines := make(chan map[string]string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		got := map[string]string{}
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) >= 2 {
-				got[f[0]] = f[1]
-			}
-			if len(f) > 0 && f[0] == "data" {
-				lines <- got
-				break
-			}
-		}
-		io.Copy(io.Discard, out)
-	}()
-	select {
-	case n.banner = <-lines:
-	case <-n.done:
-		t.Fatalf("%s exited before its banner: %v\n%s", name, n.err, n.stderr)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("no banner from %s\n%s", name, n.stderr)
-	}
-	n.url = n.banner["http"]
-	return n
+	nd, banner := start(t, name, cmd, "data")
+	return &cnode{node: nd, name: name, dir: dir, args: args, banner: banner}
 }
 
 // restart starts the node again with the same name, data and flags.

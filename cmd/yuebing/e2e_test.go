@@ -78,6 +78,19 @@ func serve(t *testing.T, dataDir string, args ...string) *node {
 		"--shutdown-timeout", "10s"}
 	cmd := exec.Command(binary, append(base, args...)...)
 	cmd.Env = envWithout("YUEBING_")
+	// The banner lists the listeners first, then the tiers; "auth" ends the
+	// part the tests read.
+	n, lines := start(t, "yuebing serve", cmd, "auth")
+	n.resp = strings.TrimPrefix(lines["resp"], "redis://")
+	return n
+}
+
+// start runs cmd, a `yuebing serve`, kills it when the test ends (showing
+// its stderr if the test failed) and waits for its banner up to the line
+// named last: the banner comes back as each line's first field to its
+// second.
+func start(t *testing.T, name string, cmd *exec.Cmd, last string) (*node, map[string]string) {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -98,34 +111,36 @@ func serve(t *testing.T, dataDir string, args ...string) *node {
 			cmd.Process.Kill()
 			<-n.done
 		}
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", name, n.stderr)
+		}
 	})
-	// The banner lists the listeners first, then the tiers; "auth" ends the
-	// part the tests read.
 	found := make(chan map[string]string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		lines := map[string]string{}
 		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) >= 2 && lines != nil {
+			f := strings.Fields(sc.Text())
+			if len(f) >= 2 {
 				lines[f[0]] = f[1]
-				if f[0] == "auth" {
-					found <- lines
-					lines = nil // the test reads it from here on
-				}
+			}
+			if len(f) > 0 && f[0] == last {
+				found <- lines // the test reads it from here on
+				break
 			}
 		}
 		io.Copy(io.Discard, out)
 	}()
+	var lines map[string]string
 	select {
-	case lines := <-found:
-		n.url = lines["http"]
-		n.resp = strings.TrimPrefix(lines["resp"], "redis://")
+	case lines = <-found:
 	case <-n.done:
-		t.Fatalf("yuebing serve exited before its banner: %v\n%s", n.err, n.stderr)
+		t.Fatalf("%s exited before its banner: %v\n%s", name, n.err, n.stderr)
 	case <-time.After(60 * time.Second):
-		t.Fatalf("no banner from yuebing serve\n%s", n.stderr)
+		t.Fatalf("no banner from %s\n%s", name, n.stderr)
 	}
-	return n
+	n.url = lines["http"]
+	return n, lines
 }
 
 func envWithout(prefix string) []string {
