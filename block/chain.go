@@ -141,6 +141,10 @@ func NewChain(namespace string, blockSize int) (*Chain, error) {
 	}, nil
 }
 
+// Resume makes prev the key the next block chains from, as if the chain
+// had just returned it: the key of a block a peer already keyed.
+func (c *Chain) Resume(prev Key) { c.prev = prev }
+
 // BlockSize returns the chain's block size in tokens.
 func (c *Chain) BlockSize() int { return c.blockSize }
 

@@ -248,3 +248,26 @@ func BenchmarkChainKeys(b *testing.B) {
 		sinkKey = keys[len(keys)-1]
 	}
 }
+
+func TestChainResume(t *testing.T) {
+	tokens := make([]uint32, 3*16)
+	for i := range tokens {
+		tokens[i] = uint32(i * 7)
+	}
+	want, err := ChainKeys("t/m", 16, tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewChain("t/m", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Resume(want[0])
+	if got := c.Next(tokens[16:32]); got != want[1] {
+		t.Fatalf("resumed after key 0: got %v, want %v", got, want[1])
+	}
+	c.Resume(Root("t/m", 16))
+	if got := c.Next(tokens[:16]); got != want[0] {
+		t.Fatalf("resumed at the root: got %v, want %v", got, want[0])
+	}
+}

@@ -1,0 +1,620 @@
+package kvevents
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+)
+
+// Kind is the type of one KV cache event.
+type Kind uint8
+
+// The event kinds vLLM publishes.
+const (
+	BlockStored Kind = iota + 1
+	BlockRemoved
+	AllBlocksCleared
+)
+
+func (k Kind) String() string {
+	switch k {
+	case BlockStored:
+		return "BlockStored"
+	case BlockRemoved:
+		return "BlockRemoved"
+	case AllBlocksCleared:
+		return "AllBlocksCleared"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Hash is an engine's block hash. vLLM sends either an integer (older
+// releases) or the bytes of a digest; the first byte of a Hash says which,
+// so the integer 5 and the one byte 0x05 never compare equal. The zero Hash
+// means "none" (a block without parent).
+type Hash string
+
+// HashInt returns the Hash of an integer block hash.
+func HashInt(v uint64) Hash {
+	var b [9]byte
+	b[0] = 'i'
+	binary.BigEndian.PutUint64(b[1:], v)
+	return Hash(b[:])
+}
+
+// HashBytes returns the Hash of a bytes block hash.
+func HashBytes(p []byte) Hash { return Hash("b" + string(p)) }
+
+func (h Hash) String() string {
+	switch {
+	case h == "":
+		return "none"
+	case h[0] == 'i' && len(h) == 9:
+		return strconv.FormatInt(int64(binary.BigEndian.Uint64([]byte(h[1:]))), 10)
+	default:
+		return hex.EncodeToString([]byte(h[1:]))
+	}
+}
+
+// Event is one decoded KV cache event. Fields not meaningful for a Kind are
+// zero.
+type Event struct {
+	Kind Kind
+	// Hashes are the engine's hashes of the blocks stored or removed, in
+	// chain order for BlockStored.
+	Hashes []Hash
+	// Parent is the hash of the block the first stored block follows;
+	// empty for a chain's first block.
+	Parent Hash
+	// Tokens are the token ids of all stored blocks, BlockSize per block.
+	Tokens []uint32
+	// BlockSize is the engine's block size in tokens.
+	BlockSize int
+	// LoRA is true when the blocks belong to a LoRA adapter (lora_id or
+	// lora_name set): their KV differs from the base model's.
+	LoRA bool
+	// Extra is true when the engine hashed more than the tokens (multimodal
+	// inputs, a cache salt): tokens alone do not identify such blocks.
+	Extra bool
+	// Medium is where the blocks live: "GPU" (or empty, which vLLM means
+	// as GPU), "CPU", or a storage medium.
+	Medium string
+}
+
+// Batch is one published event batch.
+type Batch struct {
+	// TS is the engine's wall clock when it published the batch, in
+	// seconds since the Unix epoch.
+	TS     float64
+	Events []Event
+	// DPRank is the data-parallel rank of the publisher; -1 when absent.
+	DPRank int
+}
+
+// Limits bound what one batch may hold, so a hostile or broken publisher
+// cannot make the decoder allocate without bound.
+type Limits struct {
+	// MaxEvents per batch. Default: 65536.
+	MaxEvents int
+	// MaxHashes per event. Default: 65536.
+	MaxHashes int
+	// MaxTokens per event. Default: 1<<21, a 2M-token prompt.
+	MaxTokens int
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (l *Limits) EnsureDefaults() {
+	if l.MaxEvents == 0 {
+		l.MaxEvents = 1 << 16
+	}
+	if l.MaxHashes == 0 {
+		l.MaxHashes = 1 << 16
+	}
+	if l.MaxTokens == 0 {
+		l.MaxTokens = 1 << 21
+	}
+}
+
+// maxHashBytes bounds one bytes hash: vLLM's are 32-byte SHA-256 digests.
+const maxHashBytes = 64
+
+// maxDepth bounds the nesting of values the decoder skips (extra keys,
+// fields of newer releases); real payloads nest three or four deep.
+const maxDepth = 16
+
+// DecodeBatch decodes one msgpack event batch as vLLM encodes it, in either
+// of its two layouts: arrays ([ts, events, dp_rank], each event a tagged
+// array ["BlockStored", ...]) or maps ({"ts":..., "events": [...]}, each
+// event a map with a "type" tag). Fields a newer release appends are
+// skipped. Zero Limits fields take their defaults.
+func DecodeBatch(payload []byte, l Limits) (Batch, error) {
+	l.EnsureDefaults()
+	r := bytes.NewReader(payload)
+	d := &decoder{r: r, d: msgpack.NewDecoder(r), l: l}
+	b, err := d.batch()
+	if err != nil {
+		return Batch{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	if r.Len() != 0 {
+		return Batch{}, fmt.Errorf("%w: %d bytes after the batch", ErrMalformed, r.Len())
+	}
+	return b, nil
+}
+
+type decoder struct {
+	r *bytes.Reader
+	d *msgpack.Decoder
+	l Limits
+}
+
+// seqLen reads an array or map header, refusing lengths the remaining
+// bytes cannot hold (each element takes at least one byte) so a header
+// cannot make us allocate.
+func (d *decoder) arrayLen() (int, error) {
+	n, err := d.d.DecodeArrayLen()
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 || n > d.r.Len() {
+		return 0, fmt.Errorf("array of %d elements in %d bytes", n, d.r.Len())
+	}
+	return n, nil
+}
+
+func (d *decoder) mapLen() (int, error) {
+	n, err := d.d.DecodeMapLen()
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 || 2*n > d.r.Len() {
+		return 0, fmt.Errorf("map of %d entries in %d bytes", n, d.r.Len())
+	}
+	return n, nil
+}
+
+func (d *decoder) peek() (byte, error) { return d.d.PeekCode() }
+
+func isArray(c byte) bool {
+	return msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32
+}
+
+func isMap(c byte) bool {
+	return msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32
+}
+
+// skip skips one value of any type, bounding its nesting.
+func (d *decoder) skip(depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("values nested deeper than %d", maxDepth)
+	}
+	c, err := d.peek()
+	if err != nil {
+		return err
+	}
+	switch {
+	case isArray(c):
+		n, err := d.arrayLen()
+		if err != nil {
+			return err
+		}
+		for range n {
+			if err := d.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case isMap(c):
+		n, err := d.mapLen()
+		if err != nil {
+			return err
+		}
+		for range 2 * n {
+			if err := d.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return d.d.Skip()
+}
+
+func (d *decoder) isNil() (bool, error) {
+	c, err := d.peek()
+	if err != nil {
+		return false, err
+	}
+	if c == msgpcode.Nil {
+		return true, d.d.DecodeNil()
+	}
+	return false, nil
+}
+
+func (d *decoder) batch() (Batch, error) {
+	b := Batch{DPRank: -1}
+	c, err := d.peek()
+	if err != nil {
+		return b, err
+	}
+	if isMap(c) {
+		return b, d.batchMap(&b)
+	}
+	n, err := d.arrayLen()
+	if err != nil {
+		return b, fmt.Errorf("batch: %w", err)
+	}
+	if n < 2 {
+		return b, fmt.Errorf("batch of %d fields, want at least ts and events", n)
+	}
+	if b.TS, err = d.ts(); err != nil {
+		return b, err
+	}
+	if b.Events, err = d.events(); err != nil {
+		return b, err
+	}
+	if n >= 3 {
+		if b.DPRank, err = d.rank(); err != nil {
+			return b, err
+		}
+	}
+	for i := 3; i < n; i++ {
+		if err := d.skip(1); err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+func (d *decoder) batchMap(b *Batch) error {
+	n, err := d.mapLen()
+	if err != nil {
+		return fmt.Errorf("batch: %w", err)
+	}
+	var haveTS, haveEvents bool
+	for range n {
+		name, err := d.d.DecodeString()
+		if err != nil {
+			return fmt.Errorf("batch field name: %w", err)
+		}
+		switch name {
+		case "ts":
+			b.TS, err = d.ts()
+			haveTS = true
+		case "events":
+			b.Events, err = d.events()
+			haveEvents = true
+		case "data_parallel_rank":
+			b.DPRank, err = d.rank()
+		default:
+			err = d.skip(1)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if !haveTS || !haveEvents {
+		return fmt.Errorf("batch without ts or events")
+	}
+	return nil
+}
+
+func (d *decoder) ts() (float64, error) {
+	ts, err := d.d.DecodeFloat64()
+	if err != nil {
+		return 0, fmt.Errorf("ts: %w", err)
+	}
+	if math.IsNaN(ts) || math.IsInf(ts, 0) {
+		return 0, fmt.Errorf("ts is %v", ts)
+	}
+	return ts, nil
+}
+
+func (d *decoder) rank() (int, error) {
+	if null, err := d.isNil(); err != nil || null {
+		return -1, err
+	}
+	r, err := d.d.DecodeInt64()
+	if err != nil {
+		return 0, fmt.Errorf("data_parallel_rank: %w", err)
+	}
+	if r < 0 || r > math.MaxInt32 {
+		return 0, fmt.Errorf("data_parallel_rank %d", r)
+	}
+	return int(r), nil
+}
+
+func (d *decoder) events() ([]Event, error) {
+	n, err := d.arrayLen()
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	if n > d.l.MaxEvents {
+		return nil, fmt.Errorf("%d events, limit %d", n, d.l.MaxEvents)
+	}
+	evs := make([]Event, 0, n)
+	for i := range n {
+		e, err := d.event()
+		if err != nil {
+			return nil, fmt.Errorf("event %d: %w", i, err)
+		}
+		evs = append(evs, e)
+	}
+	return evs, nil
+}
+
+// Field positions of the array layout, after the tag, in vLLM's
+// declaration order.
+var (
+	storedFields  = []string{"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name", "extra_keys"}
+	removedFields = []string{"block_hashes", "medium"}
+)
+
+func kindOf(tag string) (Kind, []string, error) {
+	switch tag {
+	case "BlockStored":
+		return BlockStored, storedFields, nil
+	case "BlockRemoved":
+		return BlockRemoved, removedFields, nil
+	case "AllBlocksCleared":
+		return AllBlocksCleared, nil, nil
+	}
+	return 0, nil, fmt.Errorf("unknown event tag %q", tag)
+}
+
+func (d *decoder) event() (Event, error) {
+	var e Event
+	c, err := d.peek()
+	if err != nil {
+		return e, err
+	}
+	var seen map[string]bool
+	if isMap(c) {
+		seen, err = d.eventMap(&e)
+	} else {
+		seen, err = d.eventArray(&e)
+	}
+	if err != nil {
+		return e, err
+	}
+	switch e.Kind {
+	case BlockStored:
+		for _, f := range storedFields[:4] {
+			if !seen[f] {
+				return e, fmt.Errorf("BlockStored without %s", f)
+			}
+		}
+		if e.BlockSize < 1 {
+			return e, fmt.Errorf("BlockStored with block size %d", e.BlockSize)
+		}
+		if len(e.Tokens) != len(e.Hashes)*e.BlockSize {
+			return e, fmt.Errorf("BlockStored with %d tokens for %d blocks of %d", len(e.Tokens), len(e.Hashes), e.BlockSize)
+		}
+	case BlockRemoved:
+		if !seen["block_hashes"] {
+			return e, fmt.Errorf("BlockRemoved without block_hashes")
+		}
+	}
+	return e, nil
+}
+
+func (d *decoder) eventArray(e *Event) (map[string]bool, error) {
+	n, err := d.arrayLen()
+	if err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("event without tag")
+	}
+	tag, err := d.d.DecodeString()
+	if err != nil {
+		return nil, fmt.Errorf("event tag: %w", err)
+	}
+	var fields []string
+	if e.Kind, fields, err = kindOf(tag); err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, n)
+	for i := 1; i < n; i++ {
+		name := ""
+		if i-1 < len(fields) {
+			name = fields[i-1]
+		}
+		if err := d.field(e, name); err != nil {
+			return nil, err
+		}
+		seen[name] = true
+	}
+	return seen, nil
+}
+
+func (d *decoder) eventMap(e *Event) (map[string]bool, error) {
+	n, err := d.mapLen()
+	if err != nil {
+		return nil, err
+	}
+	// The tag may come anywhere in the map; fields are kept by name and
+	// checked against the kind once it is known.
+	seen := make(map[string]bool, n)
+	for range n {
+		name, err := d.d.DecodeString()
+		if err != nil {
+			return nil, fmt.Errorf("event field name: %w", err)
+		}
+		if name == "type" {
+			tag, err := d.d.DecodeString()
+			if err != nil {
+				return nil, fmt.Errorf("event tag: %w", err)
+			}
+			if e.Kind, _, err = kindOf(tag); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("field %s twice", name)
+		}
+		if err := d.field(e, name); err != nil {
+			return nil, err
+		}
+		seen[name] = true
+	}
+	if e.Kind == 0 {
+		return nil, fmt.Errorf("event without type tag")
+	}
+	if e.Kind != BlockStored {
+		for _, f := range []string{"parent_block_hash", "token_ids", "block_size"} {
+			if seen[f] {
+				return nil, fmt.Errorf("%s event with %s", e.Kind, f)
+			}
+		}
+	}
+	return seen, nil
+}
+
+// field decodes the named field into e; unknown names are skipped.
+func (d *decoder) field(e *Event, name string) error {
+	var err error
+	switch name {
+	case "block_hashes":
+		e.Hashes, err = d.hashes()
+	case "parent_block_hash":
+		e.Parent, err = d.optHash()
+	case "token_ids":
+		e.Tokens, err = d.tokens()
+	case "block_size":
+		var bs int64
+		if bs, err = d.d.DecodeInt64(); err == nil && (bs < 1 || bs > 1<<20) {
+			err = fmt.Errorf("block size %d", bs)
+		}
+		e.BlockSize = int(bs)
+	case "lora_id", "lora_name", "extra_keys":
+		var null bool
+		if null, err = d.isNil(); err == nil && !null {
+			if name == "extra_keys" {
+				e.Extra, err = d.extraKeys()
+			} else {
+				e.LoRA = true
+				err = d.skip(1)
+			}
+		}
+	case "medium":
+		var null bool
+		if null, err = d.isNil(); err == nil && !null {
+			e.Medium, err = d.d.DecodeString()
+			if err == nil && len(e.Medium) > 64 {
+				err = fmt.Errorf("medium of %d bytes", len(e.Medium))
+			}
+		}
+	default:
+		err = d.skip(1)
+	}
+	if err != nil && name != "" {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return err
+}
+
+func (d *decoder) hashes() ([]Hash, error) {
+	n, err := d.arrayLen()
+	if err != nil {
+		return nil, err
+	}
+	if n > d.l.MaxHashes {
+		return nil, fmt.Errorf("%d hashes, limit %d", n, d.l.MaxHashes)
+	}
+	hs := make([]Hash, 0, n)
+	for range n {
+		h, err := d.hash()
+		if err != nil {
+			return nil, err
+		}
+		hs = append(hs, h)
+	}
+	return hs, nil
+}
+
+func (d *decoder) optHash() (Hash, error) {
+	if null, err := d.isNil(); err != nil || null {
+		return "", err
+	}
+	return d.hash()
+}
+
+func (d *decoder) hash() (Hash, error) {
+	c, err := d.peek()
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case msgpcode.IsFixedNum(c) || c == msgpcode.Int8 || c == msgpcode.Int16 || c == msgpcode.Int32 || c == msgpcode.Int64:
+		v, err := d.d.DecodeInt64()
+		return HashInt(uint64(v)), err
+	case c == msgpcode.Uint8 || c == msgpcode.Uint16 || c == msgpcode.Uint32 || c == msgpcode.Uint64:
+		v, err := d.d.DecodeUint64()
+		return HashInt(v), err
+	case c == msgpcode.Bin8 || c == msgpcode.Bin16 || c == msgpcode.Bin32:
+		n, err := d.d.DecodeBytesLen()
+		if err != nil {
+			return "", err
+		}
+		if n < 1 || n > maxHashBytes || n > d.r.Len() {
+			return "", fmt.Errorf("block hash of %d bytes", n)
+		}
+		p := make([]byte, n)
+		if _, err := d.r.Read(p); err != nil {
+			return "", err
+		}
+		return HashBytes(p), nil
+	}
+	return "", fmt.Errorf("block hash of msgpack type 0x%02x, want an integer or bytes", c)
+}
+
+func (d *decoder) tokens() ([]uint32, error) {
+	n, err := d.arrayLen()
+	if err != nil {
+		return nil, err
+	}
+	if n > d.l.MaxTokens {
+		return nil, fmt.Errorf("%d tokens, limit %d", n, d.l.MaxTokens)
+	}
+	ts := make([]uint32, n)
+	for i := range ts {
+		v, err := d.d.DecodeInt64()
+		if err != nil {
+			return nil, err
+		}
+		if v < 0 || v > math.MaxUint32 {
+			return nil, fmt.Errorf("token %d at %d", v, i)
+		}
+		ts[i] = uint32(v)
+	}
+	return ts, nil
+}
+
+// extraKeys reads vLLM's per-block extra keys and reports whether any
+// block has some: a list with one entry (nil or a tuple) per block.
+func (d *decoder) extraKeys() (bool, error) {
+	n, err := d.arrayLen()
+	if err != nil {
+		return false, err
+	}
+	any := false
+	for range n {
+		null, err := d.isNil()
+		if err != nil {
+			return false, err
+		}
+		if !null {
+			any = true
+			if err := d.skip(2); err != nil {
+				return false, err
+			}
+		}
+	}
+	return any, nil
+}

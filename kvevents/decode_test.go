@@ -1,0 +1,149 @@
+package kvevents
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func pack(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func seq(n int) []uint32 {
+	s := make([]uint32, n)
+	for i := range s {
+		s[i] = uint32(i)
+	}
+	return s
+}
+
+func TestDecodeBatch(t *testing.T) {
+	digest := make([]byte, 32)
+	digest[31] = 7
+	f := func(name string, v any, want Batch) {
+		t.Helper()
+		got, err := DecodeBatch(pack(t, v), Limits{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got.TS != want.TS || got.DPRank != want.DPRank || len(got.Events) != len(want.Events) {
+			t.Fatalf("%s: got %+v, want %+v", name, got, want)
+		}
+		for i := range got.Events {
+			g, w := got.Events[i], want.Events[i]
+			if g.Kind != w.Kind || !slices.Equal(g.Hashes, w.Hashes) || g.Parent != w.Parent ||
+				!slices.Equal(g.Tokens, w.Tokens) || g.BlockSize != w.BlockSize || g.LoRA != w.LoRA ||
+				g.Extra != w.Extra || g.Medium != w.Medium {
+				t.Fatalf("%s: event %d: got %+v, want %+v", name, i, g, w)
+			}
+		}
+	}
+	f("array layout", []any{1.5, []any{
+		[]any{"BlockStored", []any{int64(-3), uint64(math.MaxUint64)}, nil, seq(32), 16, nil, "GPU"},
+		[]any{"BlockRemoved", []any{int64(-3)}, "CPU"},
+		[]any{"AllBlocksCleared"},
+	}, 2}, Batch{TS: 1.5, DPRank: 2, Events: []Event{
+		{Kind: BlockStored, Hashes: []Hash{HashInt(math.MaxUint64 - 2), HashInt(math.MaxUint64)}, Tokens: seq(32), BlockSize: 16, Medium: "GPU"},
+		{Kind: BlockRemoved, Hashes: []Hash{HashInt(math.MaxUint64 - 2)}, Medium: "CPU"},
+		{Kind: AllBlocksCleared},
+	}})
+	f("array layout without rank, older release without medium", []any{2.0, []any{
+		[]any{"BlockStored", []any{digest}, digest, seq(16), 16, 3},
+	}}, Batch{TS: 2, DPRank: -1, Events: []Event{
+		{Kind: BlockStored, Hashes: []Hash{HashBytes(digest)}, Parent: HashBytes(digest), Tokens: seq(16), BlockSize: 16, LoRA: true},
+	}})
+	f("array layout with the fields of newer releases", []any{3.0, []any{
+		[]any{"BlockStored", []any{1}, 0, seq(16), 16, nil, nil, "adapter", []any{nil}, 0, "full", nil, "LOCAL"},
+		[]any{"BlockStored", []any{2}, 1, seq(16), 16, nil, nil, nil, []any{[]any{"mm", 1}}},
+		[]any{"BlockRemoved", []any{1}, nil, 0, "LOCAL"},
+	}, 0, "future"}, Batch{TS: 3, DPRank: 0, Events: []Event{
+		{Kind: BlockStored, Hashes: []Hash{HashInt(1)}, Parent: HashInt(0), Tokens: seq(16), BlockSize: 16, LoRA: true},
+		{Kind: BlockStored, Hashes: []Hash{HashInt(2)}, Parent: HashInt(1), Tokens: seq(16), BlockSize: 16, Extra: true},
+		{Kind: BlockRemoved, Hashes: []Hash{HashInt(1)}},
+	}})
+	f("map layout", map[string]any{"ts": 4.0, "data_parallel_rank": nil, "events": []any{
+		map[string]any{"type": "BlockStored", "block_hashes": []any{digest}, "parent_block_hash": nil,
+			"token_ids": seq(16), "block_size": 16, "lora_id": nil, "medium": "GPU", "lora_name": nil, "group_idx": 1},
+		map[string]any{"block_hashes": []any{digest}, "type": "BlockRemoved", "medium": "GPU"},
+		map[string]any{"type": "AllBlocksCleared"},
+	}}, Batch{TS: 4, DPRank: -1, Events: []Event{
+		{Kind: BlockStored, Hashes: []Hash{HashBytes(digest)}, Tokens: seq(16), BlockSize: 16, Medium: "GPU"},
+		{Kind: BlockRemoved, Hashes: []Hash{HashBytes(digest)}, Medium: "GPU"},
+		{Kind: AllBlocksCleared},
+	}})
+}
+
+func TestDecodeBatchRejects(t *testing.T) {
+	deep := any([]any{})
+	for range 40 {
+		deep = []any{deep}
+	}
+	f := func(name string, payload []byte) {
+		t.Helper()
+		if _, err := DecodeBatch(payload, Limits{MaxTokens: 64}); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("%s: got %v, want ErrMalformed", name, err)
+		}
+	}
+	f("empty", nil)
+	f("not msgpack", []byte{0xc1})
+	f("a string", pack(t, "batch"))
+	f("no events", pack(t, []any{1.0}))
+	f("events not a list", pack(t, []any{1.0, 3}))
+	f("unknown tag", pack(t, []any{1.0, []any{[]any{"BlockMoved", []any{1}}}}))
+	f("tag not a string", pack(t, []any{1.0, []any{[]any{7, []any{1}}}}))
+	f("tokens not a block multiple", pack(t, []any{1.0, []any{[]any{"BlockStored", []any{1}, nil, seq(15), 16, nil, nil}}}))
+	f("block size 0", pack(t, []any{1.0, []any{[]any{"BlockStored", []any{}, nil, []any{}, 0, nil, nil}}}))
+	f("stored without tokens", pack(t, []any{1.0, []any{[]any{"BlockStored", []any{1}, nil}}}))
+	f("negative token", pack(t, []any{1.0, []any{[]any{"BlockStored", []any{1}, nil, []any{-1}, 1, nil, nil}}}))
+	f("past the token limit", pack(t, []any{1.0, []any{[]any{"BlockStored", []any{1, 2, 3, 4, 5}, nil, seq(80), 16, nil, nil}}}))
+	f("hash a float", pack(t, []any{1.0, []any{[]any{"BlockRemoved", []any{1.5}, nil}}}))
+	f("hash too long", pack(t, []any{1.0, []any{[]any{"BlockRemoved", []any{make([]byte, 65)}, nil}}}))
+	f("NaN ts", pack(t, []any{math.NaN(), []any{}}))
+	f("trailing bytes", append(pack(t, []any{1.0, []any{}}), 0x90))
+	f("nested too deep", pack(t, []any{1.0, []any{}, 0, deep}))
+	f("array header past the payload", []byte{0x92, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0xdd, 0xff, 0xff, 0xff, 0xff})
+	f("map without type", pack(t, map[string]any{"ts": 1.0, "events": []any{map[string]any{"block_hashes": []any{1}}}}))
+	f("removed with tokens", pack(t, map[string]any{"ts": 1.0, "events": []any{map[string]any{"type": "BlockRemoved", "block_hashes": []any{1}, "token_ids": []any{1}}}}))
+	f("batch map without events", pack(t, map[string]any{"ts": 1.0}))
+}
+
+func FuzzDecodeBatch(f *testing.F) {
+	f.Add(pack(f, []any{1.5, []any{
+		[]any{"BlockStored", []any{1, 2}, nil, seq(32), 16, nil, "GPU"},
+		[]any{"BlockRemoved", []any{1}, "GPU"},
+		[]any{"AllBlocksCleared"},
+	}, 0}))
+	f.Add(pack(f, map[string]any{"ts": 1.0, "events": []any{map[string]any{"type": "BlockStored",
+		"block_hashes": []any{[]byte("0123456789abcdef0123456789abcdef")}, "parent_block_hash": nil,
+		"token_ids": seq(16), "block_size": 16, "lora_id": nil, "medium": nil}}}))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		b, err := DecodeBatch(payload, Limits{MaxEvents: 256, MaxHashes: 256, MaxTokens: 4096})
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v is not ErrMalformed", err)
+			}
+			return
+		}
+		for _, e := range b.Events {
+			if e.Kind == BlockStored && len(e.Tokens) != len(e.Hashes)*e.BlockSize {
+				t.Fatalf("accepted a stored event of %d tokens for %d blocks of %d", len(e.Tokens), len(e.Hashes), e.BlockSize)
+			}
+		}
+		// A decoded batch must be mappable without panicking.
+		m, err := NewMapper("t/m", 16, 64, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var u Update
+		m.Apply(b, &u)
+	})
+}

@@ -1,0 +1,13 @@
+package kvevents
+
+import "errors"
+
+var (
+	// ErrOptions reports options that cannot work; the message says which.
+	ErrOptions = errors.New("kvevents: invalid options")
+	// ErrMalformed reports a message or payload that is not a vLLM event
+	// batch; the message says what is wrong with it.
+	ErrMalformed = errors.New("kvevents: malformed event batch")
+	// ErrReplay reports a replay request the engine did not answer in full.
+	ErrReplay = errors.New("kvevents: replay failed")
+)

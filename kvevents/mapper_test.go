@@ -1,0 +1,90 @@
+package kvevents
+
+import (
+	"testing"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/index"
+)
+
+func TestMapper(t *testing.T) {
+	ts := seq(3 * 16)
+	keys, err := block.ChainKeys("t/m", 16, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st Stats
+	m, err := NewMapper("t/m", 16, 4, &st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(evs ...Event) Update {
+		t.Helper()
+		var u Update
+		m.Apply(Batch{Events: evs}, &u)
+		return u
+	}
+	want := func(u Update, reset bool, changes ...Change) {
+		t.Helper()
+		if u.Reset != reset || len(u.Changes) != len(changes) {
+			t.Fatalf("got %+v, want reset %v and %v", u, reset, changes)
+		}
+		for i := range changes {
+			if u.Changes[i] != changes[i] {
+				t.Fatalf("change %d: got %+v, want %+v", i, u.Changes[i], changes[i])
+			}
+		}
+	}
+	hbm, dram := index.TierMask(0).With(TierHBM), index.TierMask(0).With(TierDRAM)
+	h := []Hash{HashInt(1), HashInt(2), HashInt(3)}
+
+	// Two blocks on the GPU, the third chained by its parent's hash.
+	want(apply(Event{Kind: BlockStored, Hashes: h[:2], Tokens: ts[:32], BlockSize: 16, Medium: "GPU"}),
+		false, Change{keys[0], hbm}, Change{keys[1], hbm})
+	want(apply(Event{Kind: BlockStored, Hashes: h[2:], Parent: h[1], Tokens: ts[32:], BlockSize: 16}),
+		false, Change{keys[2], hbm})
+	// Offloaded to CPU, then dropped from the GPU: still held, in DRAM.
+	want(apply(Event{Kind: BlockStored, Hashes: h[2:], Parent: h[1], Tokens: ts[32:], BlockSize: 16, Medium: "CPU"}),
+		false, Change{keys[2], hbm | dram})
+	want(apply(Event{Kind: BlockRemoved, Hashes: h[2:], Medium: "GPU"}), false, Change{keys[2], dram})
+	want(apply(Event{Kind: BlockRemoved, Hashes: h[2:], Medium: "CPU"}), false, Change{keys[2], 0})
+	// Removed blocks still key their children.
+	want(apply(Event{Kind: BlockStored, Hashes: []Hash{HashInt(9)}, Parent: h[2], Tokens: ts[:16], BlockSize: 16}),
+		false, Change{mustNext(t, keys[2], ts[:16]), hbm})
+	// Blocks that cannot be keyed are counted, not guessed.
+	want(apply(
+		Event{Kind: BlockStored, Hashes: []Hash{HashInt(20)}, Parent: HashInt(404), Tokens: ts[:16], BlockSize: 16},
+		Event{Kind: BlockStored, Hashes: []Hash{HashInt(21)}, Tokens: ts[:32], BlockSize: 32},
+		Event{Kind: BlockStored, Hashes: []Hash{HashInt(22)}, Tokens: ts[:16], BlockSize: 16, LoRA: true},
+		Event{Kind: BlockRemoved, Hashes: []Hash{HashInt(23)}},
+	), false)
+	if st.Orphans.Load() != 1 || st.Unkeyable.Load() != 2 || st.UnknownRemoved.Load() != 1 {
+		t.Fatalf("orphans %d unkeyable %d unknown removed %d, want 1 2 1", st.Orphans.Load(), st.Unkeyable.Load(), st.UnknownRemoved.Load())
+	}
+	// Past MaxBlocks, removed hashes go first; live ones past it reset.
+	want(apply(Event{Kind: BlockStored, Hashes: []Hash{HashInt(30)}, Tokens: ts[16:32], BlockSize: 16}),
+		false, Change{mustNext(t, block.Root("t/m", 16), ts[16:32]), hbm})
+	if m.Len() != 4 {
+		t.Fatalf("mapper holds %d hashes, want 4 after trimming", m.Len())
+	}
+	want(apply(Event{Kind: BlockStored, Hashes: []Hash{HashInt(31)}, Tokens: ts[32:], BlockSize: 16}), true)
+	if st.Overflows.Load() != 1 || m.Len() != 0 {
+		t.Fatalf("overflows %d len %d, want 1 and 0", st.Overflows.Load(), m.Len())
+	}
+	// AllBlocksCleared resets, and what follows it in the batch applies.
+	want(apply(
+		Event{Kind: BlockStored, Hashes: h[:1], Tokens: ts[:16], BlockSize: 16},
+		Event{Kind: AllBlocksCleared},
+		Event{Kind: BlockStored, Hashes: h[1:2], Tokens: ts[:16], BlockSize: 16},
+	), true, Change{keys[0], hbm})
+}
+
+func mustNext(t *testing.T, prev block.Key, ts []uint32) block.Key {
+	t.Helper()
+	c, err := block.NewChain("t/m", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Resume(prev)
+	return c.Next(ts)
+}

@@ -1,0 +1,43 @@
+package kvevents
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats counts what a Subscriber (and its Mapper) saw. Fields are updated
+// atomically and may be read at any time; several subscribers may share one
+// Stats to count a fleet.
+type Stats struct {
+	// Batches decoded and applied, live or replayed.
+	Batches atomic.Int64
+	// Events by kind.
+	Stored, Removed, Cleared atomic.Int64
+	// Gaps are jumps in the sequence numbers of live batches.
+	Gaps atomic.Int64
+	// Replayed batches, fetched from the replay socket to fill gaps.
+	Replayed atomic.Int64
+	// Unrecovered gaps: the replay socket was absent, failed, or no longer
+	// had the missing batches; the engine's view was reset.
+	Unrecovered atomic.Int64
+	// Malformed messages or payloads, logged and skipped.
+	Malformed atomic.Int64
+	// Restarts are engines whose sequence numbers went back.
+	Restarts atomic.Int64
+	// Reconnects are connections to the PUB socket after the first.
+	Reconnects atomic.Int64
+	// Orphans are stored blocks whose parent was unknown, so could not be
+	// keyed; Unkeyable are blocks of another block size, a LoRA adapter,
+	// or hashed over more than tokens; UnknownRemoved are removals of
+	// blocks never seen stored.
+	Orphans, Unkeyable, UnknownRemoved atomic.Int64
+	// Overflows are resets because an engine reported more blocks than
+	// Options.MaxBlocks.
+	Overflows atomic.Int64
+	// LagNanos is the lag of the latest live batch: receive time minus
+	// the engine's timestamp (clock skew between hosts included).
+	LagNanos atomic.Int64
+}
+
+// Lag returns the lag of the latest live batch.
+func (s *Stats) Lag() time.Duration { return time.Duration(s.LagNanos.Load()) }

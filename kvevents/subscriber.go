@@ -1,0 +1,348 @@
+package kvevents
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+
+	"github.com/yuebing/yuebing/block"
+)
+
+// Sink receives what a Subscriber learns. Apply is called from the
+// subscriber's goroutine, one update at a time in stream order; it must
+// not block for long, since events queue behind it.
+type Sink interface {
+	Apply(u Update)
+}
+
+// Options configures a Subscriber.
+type Options struct {
+	// Engine names the engine in updates and logs. Required.
+	Engine string
+	// Endpoint is the engine's PUB socket, "tcp://host:port". Required.
+	Endpoint string
+	// Replay is the engine's replay (ROUTER) socket; empty means the
+	// engine has none, and a gap resets the engine's view.
+	Replay string
+	// Topic filters messages by topic prefix. Default: "" (all), as vLLM
+	// publishes by default.
+	Topic string
+	// Namespace and BlockSize key the engine's blocks; BlockSize must be
+	// the engine's. Required.
+	Namespace string
+	BlockSize int
+	// MaxBlocks bounds the engine hashes tracked. Default: 1<<20, more
+	// blocks than any accelerator's memory holds at 16 tokens a block.
+	MaxBlocks int
+	// MaxReplay bounds the batches one replay may return. Default: 10000,
+	// vLLM's replay buffer.
+	MaxReplay int
+	// Limits bound one batch's contents.
+	Limits Limits
+	// Sink receives updates. Required.
+	Sink Sink
+	// RetryInterval is the wait between connection attempts. Default: 200 ms.
+	RetryInterval time.Duration
+	// ReplayTimeout bounds one replay request. Default: 5 s.
+	ReplayTimeout time.Duration
+	// Stats counts what the subscriber sees. Default: a Stats of its own.
+	Stats *Stats
+	// Logger. Default: slog.Default().
+	Logger *slog.Logger
+	// Now is the clock for lag. Default: time.Now.
+	Now func() time.Time
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *Options) EnsureDefaults() {
+	o.Limits.EnsureDefaults()
+	if o.MaxBlocks == 0 {
+		o.MaxBlocks = 1 << 20
+	}
+	if o.MaxReplay == 0 {
+		o.MaxReplay = 10000
+	}
+	if o.RetryInterval == 0 {
+		o.RetryInterval = 200 * time.Millisecond
+	}
+	if o.ReplayTimeout == 0 {
+		o.ReplayTimeout = 5 * time.Second
+	}
+	if o.Stats == nil {
+		o.Stats = new(Stats)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Validate reports every problem at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Engine == "" {
+		errs = append(errs, fmt.Errorf("%w: empty engine name", ErrOptions))
+	}
+	if !strings.HasPrefix(o.Endpoint, "tcp://") {
+		errs = append(errs, fmt.Errorf("%w: endpoint %q, want tcp://host:port", ErrOptions, o.Endpoint))
+	}
+	if o.Replay != "" && !strings.HasPrefix(o.Replay, "tcp://") {
+		errs = append(errs, fmt.Errorf("%w: replay endpoint %q, want tcp://host:port", ErrOptions, o.Replay))
+	}
+	if err := block.ValidateNamespace(o.Namespace); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrOptions, err))
+	}
+	if err := block.ValidateBlockSize(o.BlockSize); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrOptions, err))
+	}
+	if o.Sink == nil {
+		errs = append(errs, fmt.Errorf("%w: no sink", ErrOptions))
+	}
+	if o.MaxBlocks < 1 || o.MaxReplay < 1 || o.RetryInterval <= 0 || o.ReplayTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("%w: max blocks, max replay, retry interval and replay timeout must be positive", ErrOptions))
+	}
+	if o.Limits.MaxEvents < 1 || o.Limits.MaxHashes < 1 || o.Limits.MaxTokens < 1 {
+		errs = append(errs, fmt.Errorf("%w: limits must be positive", ErrOptions))
+	}
+	return errors.Join(errs...)
+}
+
+// Subscriber follows one engine's KV event stream. Create one with
+// NewSubscriber and call Run; Run reconnects until its context ends.
+type Subscriber struct {
+	opts      Options
+	mapper    *Mapper
+	stats     *Stats
+	log       *slog.Logger
+	last      int64 // sequence number of the last batch applied; -1 before the first
+	connected atomic.Bool
+	dials     int
+}
+
+// NewSubscriber validates opts and returns a Subscriber.
+func NewSubscriber(opts Options) (*Subscriber, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := NewMapper(opts.Namespace, opts.BlockSize, opts.MaxBlocks, opts.Stats)
+	if err != nil {
+		return nil, err
+	}
+	return &Subscriber{
+		opts:   opts,
+		mapper: m,
+		stats:  opts.Stats,
+		log:    opts.Logger.With("engine", opts.Engine, "endpoint", opts.Endpoint),
+		last:   -1,
+	}, nil
+}
+
+// Stats returns the subscriber's counters.
+func (s *Subscriber) Stats() *Stats { return s.stats }
+
+// Connected reports whether the subscriber holds a connection to the
+// engine's PUB socket.
+func (s *Subscriber) Connected() bool { return s.connected.Load() }
+
+// Run connects to the engine and applies its events until ctx ends, then
+// returns ctx's error. A lost connection is redialled every RetryInterval.
+func (s *Subscriber) Run(ctx context.Context) error {
+	for {
+		err := s.session(ctx)
+		s.connected.Store(false)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.log.Warn("kvevents: connection lost; reconnecting", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(s.opts.RetryInterval):
+		}
+	}
+}
+
+// session runs one connection: dial, then receive until it fails.
+func (s *Subscriber) session(ctx context.Context) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub := zmq4.NewSub(sctx, zmq4.WithDialerRetry(s.opts.RetryInterval), zmq4.WithDialerMaxRetries(-1))
+	defer sub.Close()
+	if err := sub.SetOption(zmq4.OptionSubscribe, s.opts.Topic); err != nil {
+		return err
+	}
+	if err := sub.Dial(s.opts.Endpoint); err != nil {
+		return err
+	}
+	if s.dials++; s.dials > 1 {
+		s.stats.Reconnects.Add(1)
+	}
+	s.connected.Store(true)
+	for {
+		msg, err := sub.Recv()
+		if err != nil {
+			return err
+		}
+		s.handle(ctx, msg.Frames)
+	}
+}
+
+// handle applies one live message: [topic, seq, payload].
+func (s *Subscriber) handle(ctx context.Context, frames [][]byte) {
+	if len(frames) != 3 || len(frames[1]) != 8 {
+		s.stats.Malformed.Add(1)
+		s.log.Warn("kvevents: skipping a message that is not [topic, 8-byte sequence, payload]", "frames", len(frames))
+		return
+	}
+	seq := int64(binary.BigEndian.Uint64(frames[1]))
+	if seq < 0 {
+		s.stats.Malformed.Add(1)
+		s.log.Warn("kvevents: skipping a message with a negative sequence number", "seq", seq)
+		return
+	}
+	u := Update{Engine: s.opts.Engine}
+	if s.last >= 0 && seq <= s.last {
+		// vLLM numbers batches from 0 each time it starts: going back means
+		// a new process whose cache is empty.
+		s.stats.Restarts.Add(1)
+		s.log.Info("kvevents: engine restarted", "seq", seq, "last", s.last)
+		s.mapper.Reset()
+		u.Reset = true
+		s.last = -1
+	}
+	if seq > s.last+1 {
+		s.fill(ctx, seq, &u)
+	}
+	s.apply(seq, frames[2], &u, true)
+	s.last = seq
+	s.emit(&u)
+}
+
+// fill recovers the batches before seq that were not received, through
+// the replay socket. Joining a stream late (the first batch seen is not
+// 0) is not a gap, but the replay still brings the engine's history.
+func (s *Subscriber) fill(ctx context.Context, seq int64, u *Update) {
+	from := s.last + 1
+	joining := s.last < 0
+	if !joining {
+		s.stats.Gaps.Add(1)
+	}
+	if s.opts.Replay == "" {
+		if !joining {
+			s.lost(u, "no replay socket", from, seq)
+		}
+		return
+	}
+	frames, err := s.replay(ctx, from, seq)
+	if err != nil {
+		if !joining {
+			s.lost(u, err.Error(), from, seq)
+		}
+		return
+	}
+	if len(frames) == 0 || frames[0].seq != from {
+		if !joining {
+			s.lost(u, "the replay buffer no longer holds the missing batches", from, seq)
+		}
+	}
+	for _, f := range frames {
+		s.stats.Replayed.Add(1)
+		s.apply(f.seq, f.payload, u, false)
+		s.last = f.seq
+	}
+}
+
+// lost resets the engine's view after events were lost for good: a
+// missed BlockRemoved would otherwise leave blocks the engine no longer
+// holds in the view, and the router would send requests after them.
+func (s *Subscriber) lost(u *Update, why string, from, to int64) {
+	s.stats.Unrecovered.Add(1)
+	s.log.Warn("kvevents: events lost; resetting the engine's view", "why", why, "from", from, "to", to)
+	s.mapper.Reset()
+	u.Reset = true
+	u.Changes = u.Changes[:0]
+}
+
+func (s *Subscriber) apply(seq int64, payload []byte, u *Update, live bool) {
+	b, err := DecodeBatch(payload, s.opts.Limits)
+	if err != nil {
+		s.stats.Malformed.Add(1)
+		s.log.Warn("kvevents: skipping a malformed batch", "seq", seq, "err", err)
+		return
+	}
+	s.stats.Batches.Add(1)
+	if live && b.TS > 0 {
+		lag := s.opts.Now().Sub(time.Unix(0, int64(b.TS*1e9)))
+		s.stats.LagNanos.Store(int64(lag))
+	}
+	s.mapper.Apply(b, u)
+}
+
+func (s *Subscriber) emit(u *Update) {
+	if u.Reset || len(u.Changes) > 0 {
+		s.opts.Sink.Apply(*u)
+	}
+}
+
+type replayed struct {
+	seq     int64
+	payload []byte
+}
+
+// replay asks the engine's replay socket for the batches from from on and
+// returns those before to, in order. vLLM's ROUTER answers a request
+// [start seq] with one [seq, payload] message per buffered batch and an end
+// marker [-1, ""]. A DEALER speaks to it the way a REQ would (an empty
+// delimiter frame first) without REQ's one-reply rule.
+func (s *Subscriber) replay(ctx context.Context, from, to int64) ([]replayed, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.opts.ReplayTimeout)
+	defer cancel()
+	d := zmq4.NewDealer(rctx, zmq4.WithDialerRetry(s.opts.RetryInterval), zmq4.WithDialerMaxRetries(3))
+	defer d.Close()
+	if err := d.Dial(s.opts.Replay); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReplay, err)
+	}
+	var start [8]byte
+	binary.BigEndian.PutUint64(start[:], uint64(from))
+	if err := d.SendMulti(zmq4.NewMsgFrom([]byte{}, start[:])); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReplay, err)
+	}
+	var out []replayed
+	for n := 0; ; n++ {
+		msg, err := d.Recv()
+		if err != nil {
+			return nil, fmt.Errorf("%w: after %d batches: %w", ErrReplay, len(out), err)
+		}
+		f := msg.Frames
+		if len(f) > 0 && len(f[0]) == 0 {
+			f = f[1:] // the delimiter
+		}
+		if len(f) != 2 || len(f[0]) != 8 {
+			return nil, fmt.Errorf("%w: a reply of %d frames, want [seq, payload]", ErrReplay, len(f))
+		}
+		seq := int64(binary.BigEndian.Uint64(f[0]))
+		if seq == -1 {
+			return out, nil
+		}
+		if n >= s.opts.MaxReplay {
+			return nil, fmt.Errorf("%w: more than %d batches", ErrReplay, s.opts.MaxReplay)
+		}
+		if seq < from || seq >= to {
+			continue // before the request (a bad reply) or already live
+		}
+		if len(out) > 0 && seq <= out[len(out)-1].seq {
+			return nil, fmt.Errorf("%w: sequence %d after %d", ErrReplay, seq, out[len(out)-1].seq)
+		}
+		out = append(out, replayed{seq: seq, payload: f[1]})
+	}
+}
