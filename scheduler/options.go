@@ -118,6 +118,11 @@ type Options struct {
 	// Gbps NICs per node, and 100 GB/s is also below its 128 GB/s
 	// host-to-device bandwidth, Table 1's B = min(B_h2d, B_nic)).
 	Bandwidth float64
+	// SourceBandwidth is the transfer bandwidth by where a pulled prefix
+	// sits, in bytes per second, indexed by Source; zero entries take
+	// Bandwidth, except SourceSSD, which defaults to 4e9 (an NVMe drive's
+	// sequential read, the slowest link of such a pull).
+	SourceBandwidth [NumSources]float64
 	// DecodeTime is the uniform decode time t_d of prediction-based
 	// rejection: a request is assumed to leave its decode batch t_d after
 	// joining it. Default: 30 s.
@@ -156,6 +161,14 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Bandwidth == 0 {
 		o.Bandwidth = 100e9
+	}
+	for i := range o.SourceBandwidth {
+		if o.SourceBandwidth[i] == 0 {
+			o.SourceBandwidth[i] = o.Bandwidth
+			if Source(i) == SourceSSD {
+				o.SourceBandwidth[i] = min(o.Bandwidth, 4e9)
+			}
+		}
 	}
 	if o.DecodeTime == 0 {
 		o.DecodeTime = 30 * time.Second
@@ -197,6 +210,11 @@ func (o *Options) Validate() error {
 	}
 	if !(o.Bandwidth > 0) || math.IsInf(o.Bandwidth, 0) {
 		bad("bandwidth %v bytes/s, want a positive number", o.Bandwidth)
+	}
+	for i, bw := range o.SourceBandwidth {
+		if !(bw > 0) || math.IsInf(bw, 0) {
+			bad("%s bandwidth %v bytes/s, want a positive number", Source(i), bw)
+		}
 	}
 	if o.DecodeTime <= 0 {
 		bad("decode time t_d %v, want > 0", o.DecodeTime)

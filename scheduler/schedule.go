@@ -22,6 +22,47 @@ type Request struct {
 	// OutputTokens is the expected output length; zero means the core's
 	// DefaultOutputTokens. It sizes the request's KV in a decode batch.
 	OutputTokens int
+	// Pool are store instances' prefixes of Keys as the cluster's index
+	// knows them now; they add to what the instances reported. The caller
+	// asks the index per request, so the core keeps no copy to go stale.
+	Pool []PoolHit
+}
+
+// Source is where a pulled prefix sits; it sets the transfer bandwidth.
+type Source uint8
+
+// Sources of a pulled prefix.
+const (
+	// SourceHBM is another engine's device memory.
+	SourceHBM Source = iota
+	// SourceDRAM is a pool node's DRAM on the engine's host (or one whose
+	// locality is unknown).
+	SourceDRAM
+	// SourceSSD is a pool node's SSD.
+	SourceSSD
+	// SourceRemote is a pool node on another host, across the network.
+	SourceRemote
+	// NumSources counts the sources.
+	NumSources
+)
+
+var sourceNames = [...]string{SourceHBM: "hbm", SourceDRAM: "dram", SourceSSD: "ssd", SourceRemote: "remote"}
+
+func (s Source) String() string {
+	if int(s) < len(sourceNames) {
+		return sourceNames[s]
+	}
+	return "Source(" + strconv.Itoa(int(s)) + ")"
+}
+
+// PoolHit is a store instance's cached prefix of a request's chain.
+type PoolHit struct {
+	// Instance is the id of a registered store instance.
+	Instance string
+	// Blocks is the length of the prefix of Request.Keys it holds.
+	Blocks int
+	// Source is where the prefix's slowest block sits.
+	Source Source
 }
 
 // Reason says why a request was rejected.
@@ -68,7 +109,9 @@ type Decision struct {
 	PrefixTokens, LocalPrefixTokens, BestPrefixTokens int
 	BestHolder                                        string
 	// Pull is set when the prefill instance pulls a remote prefix.
-	Pull      *Pull
+	Pull *Pull
+	// PullSource is where the pulled prefix sat (with Pull set).
+	PullSource Source
 	Estimates Estimates
 	// Rejected is set when the request is refused; nothing was scheduled.
 	Rejected Reason
@@ -121,6 +164,20 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 		cands[i] |= c.stores[i]
 	}
 	c.holders.match(req.Keys, cands, &c.lens)
+	var sources [MaxInstances]Source // where each slot's prefix sits: HBM for engines
+	c.stores.forEach(func(s int) { sources[s] = SourceDRAM })
+	for _, h := range req.Pool {
+		in, ok := c.byID[h.Instance]
+		if !ok || in.Role != RoleStore {
+			return Decision{}, fmt.Errorf("%w: pool hit on %q, which is not a registered store instance", ErrRequest, h.Instance)
+		}
+		if h.Blocks < 0 || h.Blocks > len(req.Keys) || h.Source >= NumSources {
+			return Decision{}, fmt.Errorf("%w: pool hit of %d blocks from %s for %d keys", ErrRequest, h.Blocks, h.Source, len(req.Keys))
+		}
+		if h.Blocks >= c.lens[in.slot] {
+			c.lens[in.slot], sources[in.slot] = h.Blocks, h.Source
+		}
+	}
 	bestLen, best := 0, (*instance)(nil)
 	cands.forEach(func(s int) {
 		if c.lens[s] > bestLen {
@@ -148,7 +205,7 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 		c.prefills.forEach(func(s int) {
 			own := c.lens[s]
 			if c.pullsBest(bestLen, own) {
-				consider(c.slots[s], own, bestLen, c.transferTime(tokens(bestLen)-tokens(own)))
+				consider(c.slots[s], own, bestLen, c.transferTime(tokens(bestLen)-tokens(own), sources[best.slot]))
 			} else {
 				consider(c.slots[s], own, own, 0)
 			}
@@ -214,6 +271,7 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 	// Lines 20-22: migrate the prefix, commit the placement.
 	if pulls {
 		d.Pull = &Pull{From: best.ID, FromAddr: best.Addr, To: p.ID, Keys: req.Keys[ownLen:bestLen], Tokens: tokens(bestLen) - tokens(ownLen)}
+		d.PullSource = sources[best.slot]
 	}
 	p.queueEnd = max(p.queueEnd, now) + tt + tp
 	p.scheduled++
@@ -235,13 +293,13 @@ func (c *Core) pullsBest(bestLen, own int) bool {
 	return float64(bestLen)/float64(own) > c.opts.BalancingThreshold
 }
 
-// transferTime estimates pulling tokens of KV cache over the configured
-// bandwidth.
-func (c *Core) transferTime(tokens int) time.Duration {
+// transferTime estimates pulling tokens of KV cache from src over its
+// configured bandwidth.
+func (c *Core) transferTime(tokens int, src Source) time.Duration {
 	if tokens <= 0 {
 		return 0
 	}
-	return seconds(float64(tokens) * float64(c.opts.KVBytesPerToken) / c.opts.Bandwidth)
+	return seconds(float64(tokens) * float64(c.opts.KVBytesPerToken) / c.opts.SourceBandwidth[src])
 }
 
 func (c *Core) count(s *instSet) int {
