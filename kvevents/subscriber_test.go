@@ -1,136 +1,35 @@
 package kvevents
 
 import (
-	"bufio"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/index"
+	"github.com/yuebing/yuebing/kvevents/kveventstest"
 )
 
 const (
 	testNS = "acme/llama"
 	testBS = 16
-	python = "/usr/bin/python3"
 )
 
-// publisher is a vLLM-format publisher process (testdata/vllm_publisher.py
-// on Debian's python3-zmq and python3-msgpack).
-type publisher struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	in     io.WriteCloser
-	out    *bufio.Scanner
-	pub    string
-	replay string
-	ports  [2]string
-}
+type publisher = kveventstest.Publisher
 
-func startPublisher(t *testing.T, args ...string) *publisher {
-	t.Helper()
-	if err := exec.Command(python, "-c", "import zmq, msgpack").Run(); err != nil {
-		t.Skipf("needs %s with python3-zmq and python3-msgpack (Debian packages): %v", python, err)
-	}
-	cmd := exec.Command(python, append([]string{"testdata/vllm_publisher.py"}, args...)...)
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &publisher{t: t, cmd: cmd, in: in, out: bufio.NewScanner(outR)}
-	t.Cleanup(p.stop)
-	if !p.out.Scan() {
-		t.Fatalf("publisher exited before READY: %v", p.out.Err())
-	}
-	f := strings.Fields(p.out.Text())
-	if len(f) != 3 || f[0] != "READY" {
-		t.Fatalf("publisher said %q, want READY <pub> <replay>", p.out.Text())
-	}
-	p.ports = [2]string{f[1], f[2]}
-	p.pub = "tcp://127.0.0.1:" + f[1]
-	if f[2] != "0" {
-		p.replay = "tcp://127.0.0.1:" + f[2]
-	}
-	return p
-}
-
-func (p *publisher) stop() {
-	if p.cmd.Process == nil || p.cmd.ProcessState != nil {
-		return
-	}
-	p.in.Close()
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		p.cmd.Process.Kill()
-		<-done
-	}
-}
-
-func (p *publisher) kill() {
-	p.t.Helper()
-	if err := p.cmd.Process.Kill(); err != nil {
-		p.t.Fatal(err)
-	}
-	p.cmd.Wait()
-}
-
-func (p *publisher) send(cmd map[string]any) {
-	p.t.Helper()
-	b, err := json.Marshal(cmd)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	if _, err := p.in.Write(append(b, '\n')); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
-// sync waits until the publisher has handled every command sent so far.
-func (p *publisher) sync() {
-	p.t.Helper()
-	p.send(map[string]any{"op": "sync"})
-	if !p.out.Scan() || p.out.Text() != "OK" {
-		p.t.Fatalf("publisher did not answer sync: %q %v", p.out.Text(), p.out.Err())
-	}
-}
-
-func (p *publisher) batch(drop bool, events ...map[string]any) {
-	p.t.Helper()
-	if events == nil {
-		events = []map[string]any{}
-	}
-	p.send(map[string]any{"op": "batch", "events": events, "drop": drop})
-}
+func startPublisher(t *testing.T, args ...string) *publisher { return kveventstest.Start(t, args...) }
 
 func stored(hashes []int64, parent any, tokens []uint32) map[string]any {
-	return map[string]any{"type": "BlockStored", "block_hashes": hashes, "parent_block_hash": parent,
-		"token_ids": tokens, "block_size": testBS, "lora_id": nil, "medium": "GPU"}
+	return kveventstest.Stored(hashes, parent, tokens, testBS)
 }
 
-func removed(hashes ...int64) map[string]any {
-	return map[string]any{"type": "BlockRemoved", "block_hashes": hashes, "medium": "GPU"}
-}
-
-func cleared() map[string]any { return map[string]any{"type": "AllBlocksCleared"} }
+var (
+	removed = kveventstest.Removed
+	cleared = kveventstest.Cleared
+	waitFor = kveventstest.WaitFor
+)
 
 func tokens(seed, blocks int) []uint32 {
 	ts := make([]uint32, blocks*testBS)
@@ -180,21 +79,10 @@ func (v *view) len() int {
 	return len(v.blocks)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func subscribe(t *testing.T, p *publisher, v *view) *Subscriber {
 	t.Helper()
 	s, err := NewSubscriber(Options{
-		Engine: "e0", Endpoint: p.pub, Replay: p.replay, Namespace: testNS, BlockSize: testBS, Sink: v,
+		Engine: "e0", Endpoint: p.Endpoint, Replay: p.Replay, Namespace: testNS, BlockSize: testBS, Sink: v,
 		RetryInterval: 50 * time.Millisecond,
 	})
 	if err != nil {
@@ -207,14 +95,7 @@ func subscribe(t *testing.T, p *publisher, v *view) *Subscriber {
 	// A PUB socket drops what it sends before the subscription reaches
 	// it. Empty batches until one arrives make the stream's start certain.
 	waitFor(t, "the subscriber to connect", s.Connected)
-	for i := 0; s.Stats().Batches.Load() == 0; i++ {
-		if i > 3000 {
-			t.Fatal("no batch reached the subscriber")
-		}
-		p.batch(false)
-		p.sync()
-		time.Sleep(10 * time.Millisecond)
-	}
+	p.Prime(func() bool { return s.Stats().Batches.Load() > 0 })
 	return s
 }
 
@@ -238,23 +119,23 @@ func TestSubscriberFollowsEngine(t *testing.T) {
 				ts := tokens(1, 3)
 				keys := chainKeys(t, ts)
 				// Two blocks, then a third chained to the second by its hash.
-				p.batch(false, stored([]int64{-11, 12}, nil, ts[:2*testBS]))
-				p.batch(false, stored([]int64{13}, 12, ts[2*testBS:]))
-				p.sync()
+				p.Batch(false, stored([]int64{-11, 12}, nil, ts[:2*testBS]))
+				p.Batch(false, stored([]int64{13}, 12, ts[2*testBS:]))
+				p.Sync()
 				waitFor(t, "three chained blocks", func() bool { return v.has(keys...) })
 				if v.len() != 3 {
 					t.Fatalf("view holds %d blocks, want 3", v.len())
 				}
 
-				p.batch(false, removed(13))
-				p.sync()
+				p.Batch(false, removed(13))
+				p.Sync()
 				waitFor(t, "the third block's removal", func() bool { return !v.has(keys[2]) })
 				if !v.has(keys[:2]...) {
 					t.Fatal("removing the third block dropped others")
 				}
 
-				p.batch(false, cleared())
-				p.sync()
+				p.Batch(false, cleared())
+				p.Sync()
 				waitFor(t, "AllBlocksCleared", func() bool { return v.len() == 0 })
 				st := s.Stats()
 				if st.Gaps.Load() != 0 || st.Malformed.Load() != 0 || st.Orphans.Load() != 0 {
@@ -275,12 +156,12 @@ func TestSubscriberRecoversGapsByReplay(t *testing.T) {
 
 	ts := tokens(2, 3)
 	keys := chainKeys(t, ts)
-	p.batch(false, stored([]int64{1}, nil, ts[:testBS]))
+	p.Batch(false, stored([]int64{1}, nil, ts[:testBS]))
 	// The next two batches never reach the subscriber live.
-	p.batch(true, stored([]int64{2}, 1, ts[testBS:2*testBS]))
-	p.batch(true, stored([]int64{3}, 2, ts[2*testBS:]))
-	p.batch(false, removed(1))
-	p.sync()
+	p.Batch(true, stored([]int64{2}, 1, ts[testBS:2*testBS]))
+	p.Batch(true, stored([]int64{3}, 2, ts[2*testBS:]))
+	p.Batch(false, removed(1))
+	p.Sync()
 	waitFor(t, "the replayed blocks", func() bool { return v.has(keys[1:]...) && !v.has(keys[0]) })
 	st := s.Stats()
 	if st.Gaps.Load() != 1 || st.Replayed.Load() != 2 || st.Unrecovered.Load() != 0 {
@@ -295,14 +176,14 @@ func TestSubscriberResetsOnUnrecoverableGap(t *testing.T) {
 
 	a, b := tokens(3, 1), tokens(4, 1)
 	ka, kb := chainKeys(t, a), chainKeys(t, b)
-	p.batch(false, stored([]int64{1}, nil, a))
-	p.sync()
+	p.Batch(false, stored([]int64{1}, nil, a))
+	p.Sync()
 	waitFor(t, "the first block", func() bool { return v.has(ka...) })
 	// The removal of block 1 is lost: without a replay socket the view
 	// must not keep it.
-	p.batch(true, removed(1))
-	p.batch(false, stored([]int64{2}, nil, b))
-	p.sync()
+	p.Batch(true, removed(1))
+	p.Batch(false, stored([]int64{2}, nil, b))
+	p.Sync()
 	waitFor(t, "the reset", func() bool { return v.has(kb...) && !v.has(ka...) })
 	if st := s.Stats(); st.Gaps.Load() != 1 || st.Unrecovered.Load() != 1 {
 		t.Fatalf("gaps %d unrecovered %d, want 1 and 1", st.Gaps.Load(), st.Unrecovered.Load())
@@ -316,12 +197,12 @@ func TestSubscriberSkipsMalformed(t *testing.T) {
 
 	// A two-frame message, a payload that is not msgpack, and one that is
 	// msgpack but not a batch; then a good batch.
-	p.send(map[string]any{"op": "raw", "frames": []string{"", "00"}})
-	p.send(map[string]any{"op": "garbage", "payload": "c1c1c1"})
-	p.send(map[string]any{"op": "garbage", "payload": hex.EncodeToString([]byte{0x92, 0xa1, 'x', 0x90})})
+	p.Send(map[string]any{"op": "raw", "frames": []string{"", "00"}})
+	p.Send(map[string]any{"op": "garbage", "payload": "c1c1c1"})
+	p.Send(map[string]any{"op": "garbage", "payload": hex.EncodeToString([]byte{0x92, 0xa1, 'x', 0x90})})
 	ts := tokens(5, 1)
-	p.batch(false, stored([]int64{9}, nil, ts))
-	p.sync()
+	p.Batch(false, stored([]int64{9}, nil, ts))
+	p.Sync()
 	waitFor(t, "the good batch", func() bool { return v.has(chainKeys(t, ts)...) })
 	if st := s.Stats(); st.Malformed.Load() != 3 || st.Gaps.Load() != 0 {
 		t.Fatalf("malformed %d gaps %d, want 3 and 0", st.Malformed.Load(), st.Gaps.Load())
@@ -335,18 +216,18 @@ func TestSubscriberEngineRestart(t *testing.T) {
 
 	old := tokens(6, 2)
 	for i := range 8 { // a history longer than what the new engine sends
-		p.batch(false, stored([]int64{int64(100 + i)}, nil, old[:testBS]))
+		p.Batch(false, stored([]int64{int64(100 + i)}, nil, old[:testBS]))
 	}
-	p.sync()
+	p.Sync()
 	waitFor(t, "the old engine's block", func() bool { return v.has(chainKeys(t, old)[0]) })
-	p.kill()
+	p.Kill()
 
-	p2 := startPublisher(t, "--pub-port", p.ports[0], "--replay-port", p.ports[1])
+	p2 := startPublisher(t, "--pub-port", p.PubPort, "--replay-port", p.ReplayPort)
 	waitFor(t, "the reconnection", func() bool { return s.Stats().Reconnects.Load() >= 1 && s.Connected() })
 	fresh := tokens(7, 1)
 	for !v.has(chainKeys(t, fresh)...) {
-		p2.batch(false, stored([]int64{1}, nil, fresh))
-		p2.sync()
+		p2.Batch(false, stored([]int64{1}, nil, fresh))
+		p2.Sync()
 		time.Sleep(20 * time.Millisecond)
 	}
 	if v.has(chainKeys(t, old)[0]) {
