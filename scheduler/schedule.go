@@ -112,7 +112,7 @@ type Decision struct {
 	Pull *Pull
 	// PullSource is where the pulled prefix sat (with Pull set).
 	PullSource Source
-	Estimates Estimates
+	Estimates  Estimates
 	// Rejected is set when the request is refused; nothing was scheduled.
 	Rejected Reason
 }
