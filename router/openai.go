@@ -1,0 +1,211 @@
+package router
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Kind is the OpenAI endpoint a request came to.
+type Kind uint8
+
+// The endpoints the router serves.
+const (
+	Completions Kind = iota + 1
+	ChatCompletions
+)
+
+// Path returns the endpoint's path, the same on the router and on engines.
+func (k Kind) Path() string {
+	if k == ChatCompletions {
+		return "/v1/chat/completions"
+	}
+	return "/v1/completions"
+}
+
+// Prompt is what the router needs of a request: its tokens, its expected
+// output, whether it streams. The body is forwarded to engines unchanged.
+type Prompt struct {
+	Model     string
+	Tokens    []uint32
+	MaxTokens int // 0 when the request states none
+	Stream    bool
+}
+
+// completionRequest holds the fields of POST /v1/completions the router
+// reads; the rest pass through to the engine.
+type completionRequest struct {
+	Model     string          `json:"model"`
+	Prompt    json.RawMessage `json:"prompt"`
+	MaxTokens *int            `json:"max_tokens"`
+	Stream    bool            `json:"stream"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type chatRequest struct {
+	Model               string        `json:"model"`
+	Messages            []chatMessage `json:"messages"`
+	MaxTokens           *int          `json:"max_tokens"`
+	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+	Stream              bool          `json:"stream"`
+}
+
+// ParsePrompt reads an OpenAI request body. A completion prompt may be a
+// string, one token-id array, or a one-element array of either (the router
+// places one prompt per request); text is tokenized with tok. A chat's
+// messages are rendered to text as "<|role|>\ncontent\n" each, so
+// conversations that share turns share a token prefix.
+func ParsePrompt(kind Kind, body []byte, tok *Tokenizer, maxTokens int) (Prompt, error) {
+	var p Prompt
+	switch kind {
+	case Completions:
+		var r completionRequest
+		if err := unmarshal(body, &r); err != nil {
+			return p, err
+		}
+		p.Model, p.Stream = r.Model, r.Stream
+		mt, err := maxOut(r.MaxTokens, nil)
+		if err != nil {
+			return p, err
+		}
+		p.MaxTokens = mt
+		if p.Tokens, err = completionPrompt(r.Prompt, tok); err != nil {
+			return p, err
+		}
+	case ChatCompletions:
+		var r chatRequest
+		if err := unmarshal(body, &r); err != nil {
+			return p, err
+		}
+		p.Model, p.Stream = r.Model, r.Stream
+		mt, err := maxOut(r.MaxTokens, r.MaxCompletionTokens)
+		if err != nil {
+			return p, err
+		}
+		p.MaxTokens = mt
+		if len(r.Messages) == 0 {
+			return p, fmt.Errorf("%w: messages: want at least one message", ErrBadRequest)
+		}
+		var sb strings.Builder
+		for i, m := range r.Messages {
+			text, err := messageText(m.Content)
+			if err != nil {
+				return p, fmt.Errorf("%w: messages[%d].content: %w", ErrBadRequest, i, err)
+			}
+			if m.Role == "" {
+				return p, fmt.Errorf("%w: messages[%d]: empty role", ErrBadRequest, i)
+			}
+			sb.WriteString("<|" + m.Role + "|>\n")
+			sb.WriteString(text)
+			sb.WriteByte('\n')
+		}
+		p.Tokens = tok.Encode(sb.String())
+	default:
+		panic("BUG: router: unknown request kind")
+	}
+	if p.Model == "" {
+		return p, fmt.Errorf("%w: model: required", ErrBadRequest)
+	}
+	if len(p.Tokens) == 0 {
+		return p, fmt.Errorf("%w: empty prompt", ErrBadRequest)
+	}
+	if len(p.Tokens) > maxTokens {
+		return p, fmt.Errorf("%w: prompt of %d tokens, limit %d", ErrBadRequest, len(p.Tokens), maxTokens)
+	}
+	return p, nil
+}
+
+func unmarshal(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: body is not a JSON request: %w", ErrBadRequest, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: data after the JSON request", ErrBadRequest)
+	}
+	return nil
+}
+
+func maxOut(a, b *int) (int, error) {
+	for _, v := range []*int{a, b} {
+		if v == nil {
+			continue
+		}
+		if *v < 1 || *v > 1<<24 {
+			return 0, fmt.Errorf("%w: max_tokens %d, want 1 to %d", ErrBadRequest, *v, 1<<24)
+		}
+		return *v, nil
+	}
+	return 0, nil
+}
+
+func completionPrompt(raw json.RawMessage, tok *Tokenizer) ([]uint32, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, fmt.Errorf("%w: prompt: required", ErrBadRequest)
+	}
+	var s string
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("%w: prompt: %w", ErrBadRequest, err)
+		}
+		return tok.Encode(s), nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("%w: prompt: want a string, token ids, or a one-element array of either", ErrBadRequest)
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%w: empty prompt", ErrBadRequest)
+	}
+	first := bytes.TrimSpace(list[0])
+	if len(first) > 0 && (first[0] == '"' || first[0] == '[') {
+		if len(list) != 1 {
+			return nil, fmt.Errorf("%w: prompt: %d prompts; the router places one prompt per request", ErrBadRequest, len(list))
+		}
+		return completionPrompt(first, tok)
+	}
+	ids := make([]uint32, len(list))
+	for i, r := range list {
+		var f float64
+		if err := json.Unmarshal(r, &f); err != nil || f != math.Trunc(f) || f < 0 || f > math.MaxUint32 {
+			return nil, fmt.Errorf("%w: prompt[%d]: %s is not a token id", ErrBadRequest, i, r)
+		}
+		ids[i] = uint32(f)
+	}
+	return ids, nil
+}
+
+// messageText returns a message's text: a string, or the text parts of a
+// content array.
+func messageText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	if raw[0] == '"' {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", fmt.Errorf("want a string or an array of parts")
+	}
+	var sb strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			sb.WriteString(p.Text)
+		}
+	}
+	return sb.String(), nil
+}

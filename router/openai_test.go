@@ -1,0 +1,110 @@
+package router
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParsePrompt(t *testing.T) {
+	tok, err := NewTokenizer("cl100k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := tok.Encode("hello world")
+	if len(hello) != 2 {
+		t.Fatalf("cl100k_base encodes %q as %v, want two tokens", "hello world", hello)
+	}
+	f := func(kind Kind, body string, want Prompt) {
+		t.Helper()
+		got, err := ParsePrompt(kind, []byte(body), tok, 1000)
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if got.Model != want.Model || got.MaxTokens != want.MaxTokens || got.Stream != want.Stream || !slices.Equal(got.Tokens, want.Tokens) {
+			t.Fatalf("%s: got %+v, want %+v", body, got, want)
+		}
+	}
+	f(Completions, `{"model":"m","prompt":"hello world"}`, Prompt{Model: "m", Tokens: hello})
+	f(Completions, `{"model":"m","prompt":["hello world"],"max_tokens":5,"stream":true}`, Prompt{Model: "m", Tokens: hello, MaxTokens: 5, Stream: true})
+	f(Completions, `{"model":"m","prompt":[1,2,3],"temperature":0.5}`, Prompt{Model: "m", Tokens: []uint32{1, 2, 3}})
+	f(Completions, `{"model":"m","prompt":[[4294967295]]}`, Prompt{Model: "m", Tokens: []uint32{4294967295}})
+	chat := tok.Encode("<|system|>\nbe brief\n<|user|>\nhello world\n")
+	f(ChatCompletions, `{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hello world"}]}],"max_completion_tokens":9}`,
+		Prompt{Model: "m", Tokens: chat, MaxTokens: 9})
+
+	bad := func(kind Kind, body string) {
+		t.Helper()
+		if _, err := ParsePrompt(kind, []byte(body), tok, 4); !errors.Is(err, ErrBadRequest) {
+			t.Fatalf("%s: got %v, want ErrBadRequest", body, err)
+		}
+	}
+	bad(Completions, `{"prompt":"hi"}`)
+	bad(Completions, `{"model":"m","prompt":""}`)
+	bad(Completions, `{"model":"m","prompt":[]}`)
+	bad(Completions, `{"model":"m","prompt":[1.5]}`)
+	bad(Completions, `{"model":"m","prompt":[4294967296]}`)
+	bad(Completions, `{"model":"m","prompt":[1,2,3,4,5]}`)
+	bad(Completions, `{"model":"m","prompt":{"a":1}}`)
+	bad(Completions, `{"model":"m","prompt":"hi","max_tokens":-1}`)
+	bad(Completions, `{"model":"m","prompt":"hi"} {}`)
+	bad(ChatCompletions, `{"model":"m","messages":[]}`)
+	bad(ChatCompletions, `{"model":"m","messages":[{"role":"","content":"x"}]}`)
+	bad(ChatCompletions, `{"model":"m","messages":[{"role":"user","content":7}]}`)
+}
+
+func FuzzParsePrompt(f *testing.F) {
+	tok, err := NewTokenizer("cl100k_base")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(uint8(1), []byte(`{"model":"m","prompt":"hello world","max_tokens":5,"stream":true}`))
+	f.Add(uint8(1), []byte(`{"model":"m","prompt":[[1,2,3]]}`))
+	f.Add(uint8(2), []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`))
+	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
+		k := Completions
+		if kind%2 == 0 {
+			k = ChatCompletions
+		}
+		p, err := ParsePrompt(k, body, tok, 4096)
+		if err != nil {
+			if !errors.Is(err, ErrBadRequest) {
+				t.Fatalf("error %v is not ErrBadRequest", err)
+			}
+			return
+		}
+		if p.Model == "" || len(p.Tokens) == 0 || len(p.Tokens) > 4096 || p.MaxTokens < 0 {
+			t.Fatalf("accepted %+v", p)
+		}
+	})
+}
+
+func TestTokenizerChunks(t *testing.T) {
+	tok, err := NewTokenizer("cl100k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ordinary text encodes as it would whole: the cut falls before a space.
+	words := strings.Repeat("the quick brown fox jumps over the lazy dog ", 200)
+	whole := tok.enc.EncodeOrdinary(words)
+	got := tok.Encode(words)
+	if len(got) != len(whole) {
+		t.Fatalf("chunked %d tokens, whole %d", len(got), len(whole))
+	}
+	for i := range got {
+		if int(got[i]) != whole[i] {
+			t.Fatalf("token %d: chunked %d, whole %d", i, got[i], whole[i])
+		}
+	}
+	// One endless word is cut on rune boundaries and decodes back.
+	word := strings.Repeat("é", 5000)
+	ids := tok.Encode(word)
+	back := make([]int, len(ids))
+	for i, id := range ids {
+		back[i] = int(id)
+	}
+	if tok.enc.Decode(back) != word {
+		t.Fatal("an endless word does not decode back")
+	}
+}

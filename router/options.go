@@ -1,0 +1,214 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/scheduler"
+)
+
+// Engine roles.
+const (
+	// RoleBoth engines run whole requests, prefill and decode.
+	RoleBoth = "both"
+	// RolePrefill and RoleDecode engines split requests: the prefill engine
+	// computes the prompt's KV and saves it to the pool, the decode engine
+	// loads it and generates.
+	RolePrefill = "prefill"
+	RoleDecode  = "decode"
+)
+
+// Engine is one inference engine behind the router.
+type Engine struct {
+	// ID names the engine: 1-128 characters of [A-Za-z0-9._:-]. Required.
+	ID string `yaml:"id" json:"id"`
+	// URL is its OpenAI-compatible HTTP base, "http://host:port". Required.
+	URL string `yaml:"url" json:"url"`
+	// Role is RoleBoth (default), RolePrefill or RoleDecode.
+	Role string `yaml:"role" json:"role"`
+	// Events is its vLLM KV events PUB socket, "tcp://host:port"; empty
+	// means the router learns its cache only from its own decisions.
+	Events string `yaml:"events" json:"events,omitempty"`
+	// Replay is its replay ROUTER socket; empty means none.
+	Replay string `yaml:"replay" json:"replay,omitempty"`
+	// Node is the HTTP base of the yuebing node on the engine's host, where
+	// pull plans copy a prefix to before the engine loads it; empty means
+	// the engine fetches what it misses itself.
+	Node string `yaml:"node" json:"node,omitempty"`
+}
+
+// Options configures a Router.
+type Options struct {
+	// Model is the model name clients ask for; requests naming another
+	// model get 404. Required.
+	Model string
+	// Namespace keys prompts ("tenant/model"); it must be the engines'.
+	// Required.
+	Namespace string
+	// BlockSize is the engines' KV block size in tokens, which the events
+	// and the keys share. Default: 16 (vLLM's).
+	BlockSize int
+	// Encoding is the BPE tokenizer of text prompts: cl100k_base (default),
+	// o200k_base, p50k_base or r50k_base, all available offline.
+	Encoding string
+	// Engines behind the router. At least one that runs prefills.
+	Engines []Engine
+	// Pool are HTTP bases of yuebing nodes; the router asks the first that
+	// answers for the cluster index's prefix matches of each request.
+	Pool []string
+	// PoolToken is the bearer token for the pool's admin API, if any.
+	PoolToken string
+	// PoolTimeout bounds one index query; past it the request is placed
+	// without pool hits. Default: 50 ms.
+	PoolTimeout time.Duration
+	// Scheduler configures Algorithm 1. BlockSize is set from BlockSize.
+	Scheduler scheduler.Options
+	// Migrator carries out pull plans. Default: one that copies the blocks
+	// to the target engine's Node through the cluster (see PullMigrator).
+	Migrator scheduler.Migrator
+	// SpeculativeTTL is how long a decision counts the prompt's blocks as
+	// cached on its engine before events confirm it. Default: 2 s.
+	SpeculativeTTL time.Duration
+	// MaxSpeculative bounds the speculative entries of all engines.
+	// Default: 1<<18.
+	MaxSpeculative int
+	// ProbeInterval is how often each engine's /metrics is read, to correct
+	// its queue estimate and to bring it back after a failure. Default: 1 s.
+	ProbeInterval time.Duration
+	// RetryAfter is the Retry-After of a 429. Default: 1 s.
+	RetryAfter time.Duration
+	// MaxBodyBytes bounds a request body. Default: 8 MiB.
+	MaxBodyBytes int64
+	// MaxResponseBytes bounds a non-streamed response, which the router
+	// reads whole so a failed engine can be retried. Default: 64 MiB.
+	MaxResponseBytes int64
+	// MaxPromptTokens bounds a prompt. Default: 1<<20.
+	MaxPromptTokens int
+	// Client calls engines and the pool. Default: a client without an
+	// overall timeout (generations stream for minutes) and 5 s to connect.
+	Client *http.Client
+	// Logger. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.BlockSize == 0 {
+		o.BlockSize = 16
+	}
+	if o.Encoding == "" {
+		o.Encoding = "cl100k_base"
+	}
+	if o.PoolTimeout == 0 {
+		o.PoolTimeout = 50 * time.Millisecond
+	}
+	if o.SpeculativeTTL == 0 {
+		o.SpeculativeTTL = 2 * time.Second
+	}
+	if o.MaxSpeculative == 0 {
+		o.MaxSpeculative = 1 << 18
+	}
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = time.Second
+	}
+	if o.RetryAfter == 0 {
+		o.RetryAfter = time.Second
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = 8 << 20
+	}
+	if o.MaxResponseBytes == 0 {
+		o.MaxResponseBytes = 64 << 20
+	}
+	if o.MaxPromptTokens == 0 {
+		o.MaxPromptTokens = 1 << 20
+	}
+	for i := range o.Engines {
+		if o.Engines[i].Role == "" {
+			o.Engines[i].Role = RoleBoth
+		}
+	}
+	o.Scheduler.BlockSize = o.BlockSize
+	o.Scheduler.EnsureDefaults()
+	if o.Client == nil {
+		o.Client = defaultClient()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports every problem at once.
+func (o *Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrOptions}, args...)...))
+	}
+	if o.Model == "" {
+		bad("empty model name")
+	}
+	if err := block.ValidateNamespace(o.Namespace); err != nil {
+		bad("%v", err)
+	}
+	if err := block.ValidateBlockSize(o.BlockSize); err != nil {
+		bad("%v", err)
+	}
+	if _, ok := encodings[o.Encoding]; !ok {
+		bad("encoding %q: want cl100k_base, o200k_base, p50k_base or r50k_base", o.Encoding)
+	}
+	seen := map[string]bool{}
+	prefills := 0
+	for i, e := range o.Engines {
+		if err := (scheduler.Instance{ID: e.ID, Role: scheduler.RolePrefill}).Validate(); err != nil {
+			bad("engine %d: %v", i, err)
+		}
+		if seen[e.ID] {
+			bad("engine %q listed twice", e.ID)
+		}
+		seen[e.ID] = true
+		if !httpURL(e.URL) {
+			bad("engine %q: url %q, want http://host:port", e.ID, e.URL)
+		}
+		if e.Node != "" && !httpURL(e.Node) {
+			bad("engine %q: node %q, want http://host:port", e.ID, e.Node)
+		}
+		switch e.Role {
+		case RoleBoth, RolePrefill:
+			prefills++
+		case RoleDecode:
+		default:
+			bad("engine %q: role %q, want both, prefill or decode", e.ID, e.Role)
+		}
+		if e.Replay != "" && e.Events == "" {
+			bad("engine %q: a replay socket without an events socket", e.ID)
+		}
+	}
+	if prefills == 0 {
+		bad("no engine runs prefills (role both or prefill)")
+	}
+	for _, p := range o.Pool {
+		if !httpURL(p) {
+			bad("pool node %q, want http://host:port", p)
+		}
+	}
+	if o.PoolTimeout <= 0 || o.SpeculativeTTL <= 0 || o.ProbeInterval <= 0 || o.RetryAfter <= 0 {
+		bad("pool timeout, speculative TTL, probe interval and retry-after must be positive")
+	}
+	if o.MaxSpeculative < 0 || o.MaxBodyBytes < 1024 || o.MaxResponseBytes < 1024 || o.MaxPromptTokens < 1 {
+		bad("max speculative must be >= 0, max body and response >= 1 KiB, max prompt tokens >= 1")
+	}
+	if err := o.Scheduler.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}

@@ -1,0 +1,121 @@
+package router
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/yuebing/yuebing/scheduler"
+)
+
+// Metrics the probe reads from an engine's Prometheus text: vLLM's queue
+// gauges, and the simulator's own estimate of its queued prefill work when
+// it exports one.
+const (
+	metricWaiting    = "vllm:num_requests_waiting"
+	metricRunning    = "vllm:num_requests_running"
+	metricQueueSecs  = "yuebing_engine_queue_seconds"
+	maxMetricsBytes  = 4 << 20
+	probeTimeoutFrac = 2 // a probe may take half the interval
+)
+
+// probeLoop reads an engine's /metrics every ProbeInterval: an answer
+// brings a downed engine back and corrects its queue estimate; no answer
+// takes it out.
+func (r *Router) probeLoop(ctx context.Context, e *engine) {
+	t := time.NewTicker(r.opts.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, r.opts.ProbeInterval/probeTimeoutFrac)
+		vals, err := r.scrape(pctx, e.URL+"/metrics")
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			r.markDown(e.ID, fmt.Errorf("probe: %w", err))
+			continue
+		}
+		r.markUp(e.ID)
+		if l, ok := r.loadFrom(vals); ok && e.role != scheduler.RoleDecode {
+			_ = r.d.Heartbeat(e.ID, l)
+		}
+	}
+}
+
+// loadFrom turns scraped gauges into a queue time.
+func (r *Router) loadFrom(vals map[string]float64) (scheduler.Load, bool) {
+	if q, ok := vals[metricQueueSecs]; ok && q >= 0 {
+		return scheduler.Load{QueueTime: time.Duration(q * float64(time.Second))}, true
+	}
+	w, ok := vals[metricWaiting]
+	if !ok || w < 0 {
+		return scheduler.Load{}, false
+	}
+	return scheduler.Load{QueueTime: time.Duration(w * float64(r.prefillMean.Load()))}, true
+}
+
+// scrape reads the named gauges of a Prometheus text page, summed over
+// their label sets.
+func (r *Router) scrape(ctx context.Context, url string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.opts.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return parseMetrics(io.LimitReader(resp.Body, maxMetricsBytes))
+}
+
+func parseMetrics(rd io.Reader) (map[string]float64, error) {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name := line
+		if i := strings.IndexAny(line, "{ "); i >= 0 {
+			name = line[:i]
+		}
+		if name != metricWaiting && name != metricRunning && name != metricQueueSecs {
+			continue
+		}
+		rest := line[len(name):]
+		if strings.HasPrefix(rest, "{") {
+			j := strings.LastIndexByte(rest, '}')
+			if j < 0 {
+				continue
+			}
+			rest = rest[j+1:]
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		out[name] += v
+	}
+	return out, sc.Err()
+}

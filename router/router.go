@@ -1,0 +1,241 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/index"
+	"github.com/yuebing/yuebing/kvevents"
+	"github.com/yuebing/yuebing/scheduler"
+)
+
+// Router places OpenAI requests on engines by Algorithm 1 over live state
+// and forwards them. It is safe for concurrent use; Run drives its
+// background work.
+type Router struct {
+	opts    Options
+	tok     *Tokenizer
+	d       *scheduler.Driver
+	log     *slog.Logger
+	m       *metrics
+	engines map[string]*engine
+	order   []*engine
+	pool    *poolIndex
+
+	// prefillMean is a running mean of predicted prefill seconds, in
+	// nanoseconds, which turns an engine's waiting-request count into a
+	// queue time.
+	prefillMean atomic.Int64
+
+	mu        sync.Mutex // guards engines' views, specQ, specCount
+	specQ     []specEntry
+	specCount int
+	stores    map[string]bool // pool store instances, and whether registered
+}
+
+// New validates opts and returns a Router with every engine registered.
+func New(opts Options) (*Router, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	tok, err := NewTokenizer(opts.Encoding)
+	if err != nil {
+		return nil, err
+	}
+	r := &Router{
+		opts:    opts,
+		tok:     tok,
+		log:     opts.Logger,
+		engines: make(map[string]*engine, len(opts.Engines)),
+	}
+	r.m = newMetrics(r)
+	r.pool = newPoolIndex(opts.Pool, opts.PoolToken, opts.PoolTimeout, opts.Client)
+	mig := opts.Migrator
+	if mig == nil {
+		mig = &PullMigrator{Router: r}
+	}
+	r.d, err = scheduler.NewDriver(scheduler.DriverOptions{Core: opts.Scheduler, Migrator: mig})
+	if err != nil {
+		return nil, err
+	}
+	for _, cfg := range opts.Engines {
+		e := &engine{
+			Engine:    cfg,
+			role:      scheduler.RolePrefill,
+			stats:     new(kvevents.Stats),
+			confirmed: make(map[block.Key]index.TierMask),
+			spec:      make(map[block.Key]time.Time),
+			up:        true,
+		}
+		if cfg.Role == RoleDecode {
+			e.role = scheduler.RoleDecode
+		}
+		if err := r.d.AddInstance(scheduler.Instance{ID: e.ID, Addr: e.URL, Role: e.role}); err != nil {
+			return nil, err
+		}
+		if cfg.Events != "" && e.role != scheduler.RoleDecode {
+			e.sub, err = kvevents.NewSubscriber(kvevents.Options{
+				Engine: e.ID, Endpoint: cfg.Events, Replay: cfg.Replay,
+				Namespace: opts.Namespace, BlockSize: opts.BlockSize,
+				Sink: engineSink{r: r, e: e}, Stats: e.stats, Logger: opts.Logger,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("engine %q: %w", e.ID, err)
+			}
+		}
+		r.engines[e.ID] = e
+		r.order = append(r.order, e)
+	}
+	return r, nil
+}
+
+// Model returns the model name the router serves.
+func (r *Router) Model() string { return r.opts.Model }
+
+// Options returns the router's options, defaults filled in.
+func (r *Router) Options() Options { return r.opts }
+
+// Driver returns the scheduler driver, for status endpoints.
+func (r *Router) Driver() *scheduler.Driver { return r.d }
+
+// EventStats returns an engine's KV event counters, nil for an unknown
+// engine or one without events.
+func (r *Router) EventStats(id string) *kvevents.Stats {
+	if e := r.engines[id]; e != nil && e.sub != nil {
+		return e.stats
+	}
+	return nil
+}
+
+// Run follows the engines' events, probes their /metrics, expires
+// speculative entries and carries out pull plans until ctx ends.
+func (r *Router) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, e := range r.order {
+		if e.sub != nil {
+			wg.Go(func() { e.sub.Run(ctx) })
+		}
+		wg.Go(func() { r.probeLoop(ctx, e) })
+	}
+	wg.Go(func() { r.d.Run(ctx) })
+	wg.Go(func() {
+		t := time.NewTicker(max(r.opts.SpeculativeTTL/4, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				r.expire(now)
+			}
+		}
+	})
+	wg.Wait()
+	return ctx.Err()
+}
+
+// Plan is a placed request.
+type Plan struct {
+	Decision scheduler.Decision
+	Keys     []block.Key
+	Prompt   Prompt
+}
+
+// Place parses an OpenAI request body and places it: chained keys, pool
+// hits from the cluster index, Algorithm 1, and a speculative entry on the
+// chosen engine. A rejection is an *Overloaded error; the caller must call
+// Done with the plan of an accepted request.
+func (r *Router) Place(ctx context.Context, kind Kind, body []byte) (*Plan, error) {
+	p, err := ParsePrompt(kind, body, r.tok, r.opts.MaxPromptTokens)
+	if err != nil {
+		return nil, err
+	}
+	if p.Model != r.opts.Model {
+		return nil, fmt.Errorf("%w: %q; this router serves %q", ErrModelNotFound, p.Model, r.opts.Model)
+	}
+	return r.place(ctx, p)
+}
+
+func (r *Router) place(ctx context.Context, p Prompt) (*Plan, error) {
+	keys, err := block.ChainKeys(r.opts.Namespace, r.opts.BlockSize, p.Tokens)
+	if err != nil {
+		panic("BUG: router: validated namespace and block size: " + err.Error())
+	}
+	req := scheduler.Request{Keys: keys, InputTokens: len(p.Tokens), OutputTokens: p.MaxTokens}
+	if len(keys) > 0 && r.pool != nil {
+		req.Pool = r.poolHits(ctx, keys)
+	}
+	d, err := r.d.Schedule(req)
+	if errors.Is(err, scheduler.ErrNoPrefill) {
+		r.m.decisions.WithLabelValues("no_engine").Inc()
+		return nil, fmt.Errorf("%w: every prefill engine is down", ErrNoEngine)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if !d.Accepted() {
+		r.m.decisions.WithLabelValues("rejected_" + string(d.Rejected)).Inc()
+		return nil, &Overloaded{Reason: string(d.Rejected), RetryAfter: r.opts.RetryAfter}
+	}
+	r.m.decisions.WithLabelValues("accepted").Inc()
+	r.m.predicted.Observe(d.Estimates.TTFT.Seconds())
+	r.countHits(&d, len(p.Tokens))
+	r.notePrefill(d.Estimates.Prefill)
+	r.speculate(d.Prefill, keys, time.Now())
+	return &Plan{Decision: d, Keys: keys, Prompt: p}, nil
+}
+
+func (r *Router) countHits(d *scheduler.Decision, n int) {
+	local := d.LocalPrefixTokens
+	pulled := d.PrefixTokens - local
+	if local > 0 {
+		r.m.hitTokens.WithLabelValues("hbm").Add(float64(local))
+	}
+	if pulled > 0 {
+		r.m.hitTokens.WithLabelValues("pulled_" + d.PullSource.String()).Add(float64(pulled))
+	}
+	if miss := n - d.PrefixTokens; miss > 0 {
+		r.m.hitTokens.WithLabelValues("miss").Add(float64(miss))
+	}
+}
+
+func (r *Router) notePrefill(p time.Duration) {
+	// An exponential mean over about 64 requests: recent enough to follow
+	// the prompt mix, smooth enough for one outlier not to matter.
+	for {
+		old := r.prefillMean.Load()
+		nu := old + (int64(p)-old)/64
+		if old == 0 {
+			nu = int64(p)
+		}
+		if r.prefillMean.CompareAndSwap(old, nu) {
+			return
+		}
+	}
+}
+
+// Done tells the scheduler a placed request left its engines.
+func (r *Router) Done(p *Plan) {
+	// The core forgets unknown ids; an error only means it expired first.
+	_ = r.d.Finished(p.Decision.RequestID)
+}
+
+func defaultClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 10 * time.Minute,
+	}}
+}

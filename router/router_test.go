@@ -1,0 +1,316 @@
+package router
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/kvevents/kveventstest"
+	"github.com/yuebing/yuebing/scheduler"
+)
+
+const (
+	testModel = "m"
+	testNS    = "acme/m"
+	testBS    = 16
+)
+
+// simEngine simulates an engine's HTTP face for router tests (no LLM can
+// run here): it answers completions with fixed text, streamed as vLLM
+// streams them when asked, and serves vLLM's queue gauges.
+type simEngine struct {
+	srv    *httptest.Server
+	served atomic.Int64
+	// failNext makes the next completion fail: "500" answers a server
+	// error, "close" drops the connection before answering.
+	failNext atomic.Value
+}
+
+func newSimEngine(t *testing.T) *simEngine {
+	e := &simEngine{}
+	e.failNext.Store("")
+	mux := http.NewServeMux()
+	complete := func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Stream bool `json:"stream"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		switch e.failNext.Swap("") {
+		case "500":
+			http.Error(w, "engine error", http.StatusInternalServerError)
+			return
+		case "close":
+			c, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				c.Close()
+			}
+			return
+		}
+		e.served.Add(1)
+		if !req.Stream {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"id":"cmpl-1","object":"text_completion","model":%q,"choices":[{"index":0,"text":"ok","finish_reason":"length"}]}`, testModel)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"text\":\"t%d\"}]}\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}
+	mux.HandleFunc("POST /v1/completions", complete)
+	mux.HandleFunc("POST /v1/chat/completions", complete)
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "# TYPE vllm:num_requests_waiting gauge")
+		fmt.Fprintln(w, `vllm:num_requests_waiting{model_name="m"} 0`)
+	})
+	e.srv = httptest.NewServer(mux)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func prompt(seed, blocks int) []uint32 {
+	ts := make([]uint32, blocks*testBS)
+	for i := range ts {
+		ts[i] = uint32(seed*7919 + i)
+	}
+	return ts
+}
+
+func body(t *testing.T, tokens []uint32, stream bool) []byte {
+	b, err := json.Marshal(map[string]any{"model": testModel, "prompt": tokens, "max_tokens": 8, "stream": stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func startRouter(t *testing.T, o Options) *Router {
+	t.Helper()
+	o.Model, o.Namespace, o.BlockSize = testModel, testNS, testBS
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = 50 * time.Millisecond
+	}
+	r, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return r
+}
+
+func serve(t *testing.T, r *Router, b []byte) (*httptest.ResponseRecorder, error) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	err := r.Serve(t.Context(), Completions, b, w)
+	return w, err
+}
+
+// TestRouterFollowsEvents checks that requests go where their prefix is
+// cached, by the engines' KV events, and stop going there once the engine
+// evicts it.
+func TestRouterFollowsEvents(t *testing.T) {
+	a, b := newSimEngine(t), newSimEngine(t)
+	pub := kveventstest.Start(t)
+	r := startRouter(t, Options{Engines: []Engine{
+		{ID: "a", URL: a.srv.URL},
+		{ID: "b", URL: b.srv.URL, Events: pub.Endpoint, Replay: pub.Replay},
+	}})
+	stats := r.EventStats("b")
+	kveventstest.WaitFor(t, "the subscription", func() bool { return r.engines["b"].sub.Connected() })
+	pub.Prime(func() bool { return stats.Batches.Load() > 0 })
+
+	// Engine b caches eight blocks of a prompt; a request for it lands on b
+	// although a (first in order) is as idle.
+	shared := prompt(1, 8)
+	pub.Batch(false, kveventstest.Stored([]int64{1, 2, 3, 4, 5, 6, 7, 8}, nil, shared, testBS))
+	pub.Sync()
+	keys, _ := block.ChainKeys(testNS, testBS, shared)
+	kveventstest.WaitFor(t, "b's blocks in the scheduler", func() bool {
+		h := held(r, keys)
+		return h["b"] == 8 && h["a"] == 0
+	})
+	for i := range 3 {
+		w, err := serve(t, r, body(t, append(shared[:len(shared):len(shared)], uint32(i)), false))
+		if err != nil || w.Code != http.StatusOK {
+			t.Fatalf("request %d: %v %d %s", i, err, w.Code, w.Body)
+		}
+	}
+	if a.served.Load() != 0 || b.served.Load() != 3 {
+		t.Fatalf("served a=%d b=%d, want all three on b", a.served.Load(), b.served.Load())
+	}
+
+	// b evicts the blocks of another cached prompt: its requests no
+	// longer go to b.
+	other := prompt(2, 4)
+	pub.Batch(false, kveventstest.Stored([]int64{11, 12, 13, 14}, nil, other, testBS))
+	pub.Sync()
+	okeys, _ := block.ChainKeys(testNS, testBS, other)
+	kveventstest.WaitFor(t, "b holding the other prompt", func() bool { return held(r, okeys)["b"] == 4 })
+	pub.Batch(false, kveventstest.Removed(11, 12, 13, 14))
+	pub.Sync()
+	kveventstest.WaitFor(t, "the eviction", func() bool { return held(r, okeys)["b"] == 0 })
+	before := a.served.Load()
+	if w, err := serve(t, r, body(t, other, false)); err != nil || w.Code != http.StatusOK {
+		t.Fatalf("after eviction: %v %d", err, w.Code)
+	}
+	if a.served.Load() != before+1 {
+		t.Fatal("after b evicted the prefix, the request still went to b")
+	}
+}
+
+// held returns each instance's prefix of keys in the scheduler.
+func held(r *Router, keys []block.Key) map[string]int {
+	out := map[string]int{}
+	for _, m := range r.d.Query(keys) {
+		out[m.ID] = m.Blocks
+	}
+	return out
+}
+
+// TestRouterSpeculates checks that a decision counts its prompt as cached
+// on its engine at once, so the next request of a burst reuses it, and
+// that the entry expires when no event confirms it.
+func TestRouterSpeculates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, err := New(Options{Model: testModel, Namespace: testNS, BlockSize: testBS, SpeculativeTTL: time.Second,
+			Engines: []Engine{{ID: "a", URL: "http://127.0.0.1:1"}, {ID: "b", URL: "http://127.0.0.1:2"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := body(t, prompt(3, 64), false)
+		first, err := r.Place(t.Context(), Completions, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := r.Place(t.Context(), Completions, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := second.Decision.PrefixTokens; got != 64*testBS {
+			t.Fatalf("the burst's second request reuses %d tokens, want %d", got, 64*testBS)
+		}
+		if h := held(r, first.Keys); h[first.Decision.Prefill] != 64 {
+			t.Fatalf("held %v", h)
+		}
+		time.Sleep(2 * time.Second)
+		r.expire(time.Now())
+		if h := held(r, first.Keys); h["a"] != 0 || h["b"] != 0 {
+			t.Fatalf("unconfirmed speculative entries outlived their TTL: %v", h)
+		}
+	})
+}
+
+func TestRouterRejectsWhenOverloaded(t *testing.T) {
+	a := newSimEngine(t)
+	o := Options{Engines: []Engine{{ID: "a", URL: a.srv.URL}}, RetryAfter: 3 * time.Second}
+	o.Scheduler.TTFTSLO = time.Nanosecond
+	r := startRouter(t, o)
+	_, err := serve(t, r, body(t, prompt(4, 2), false))
+	var ov *Overloaded
+	if !errors.As(err, &ov) || !errors.Is(err, ErrOverloaded) || ov.RetryAfter != 3*time.Second {
+		t.Fatalf("got %v, want an Overloaded error with Retry-After 3s", err)
+	}
+	if a.served.Load() != 0 {
+		t.Fatal("a rejected request reached the engine")
+	}
+}
+
+func TestRouterRetriesElsewhere(t *testing.T) {
+	for _, mode := range []string{"500", "close"} {
+		t.Run(mode, func(t *testing.T) {
+			a, b := newSimEngine(t), newSimEngine(t)
+			// Probes stay off: the test watches the failed engine stay down.
+			r := startRouter(t, Options{ProbeInterval: time.Hour, Engines: []Engine{{ID: "a", URL: a.srv.URL}, {ID: "b", URL: b.srv.URL}}})
+			a.failNext.Store(mode)
+			w, err := serve(t, r, body(t, prompt(5, 2), true))
+			if err != nil || w.Code != http.StatusOK {
+				t.Fatalf("got %v %d, want the retry's answer", err, w.Code)
+			}
+			if b.served.Load() != 1 || !strings.Contains(w.Body.String(), "data: [DONE]") {
+				t.Fatalf("b served %d; body %q", b.served.Load(), w.Body)
+			}
+			if _, err := r.d.Instance("a"); !errors.Is(err, scheduler.ErrUnknownInstance) {
+				t.Fatalf("the failed engine is still scheduled: %v", err)
+			}
+			// Both down: the retry has nowhere to go.
+			b.failNext.Store(mode)
+			if _, err := serve(t, r, body(t, prompt(6, 2), false)); !errors.Is(err, ErrUpstream) {
+				t.Fatalf("got %v, want ErrUpstream", err)
+			}
+			if _, err := serve(t, r, body(t, prompt(6, 2), false)); !errors.Is(err, ErrNoEngine) {
+				t.Fatalf("got %v, want ErrNoEngine", err)
+			}
+		})
+	}
+}
+
+func TestRouterProbeBringsEngineBack(t *testing.T) {
+	a := newSimEngine(t)
+	r := startRouter(t, Options{Engines: []Engine{{ID: "a", URL: a.srv.URL}}})
+	r.markDown("a", errors.New("test"))
+	kveventstest.WaitFor(t, "the probe to bring a back", func() bool {
+		_, err := r.d.Instance("a")
+		return err == nil
+	})
+}
+
+func TestRouterStreamsEvents(t *testing.T) {
+	a := newSimEngine(t)
+	r := startRouter(t, Options{Engines: []Engine{{ID: "a", URL: a.srv.URL}}})
+	w, err := serve(t, r, body(t, prompt(7, 1), true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	var data []string
+	sc := bufio.NewScanner(strings.NewReader(w.Body.String()))
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			data = append(data, d)
+		}
+	}
+	if len(data) != 4 || data[3] != "[DONE]" || !strings.Contains(data[0], `"t0"`) {
+		t.Fatalf("events %q", data)
+	}
+}
+
+func TestRouterRefusesBadRequests(t *testing.T) {
+	a := newSimEngine(t)
+	r := startRouter(t, Options{Engines: []Engine{{ID: "a", URL: a.srv.URL}}, MaxPromptTokens: 100})
+	f := func(b string, want error) {
+		t.Helper()
+		if _, err := serve(t, r, []byte(b)); !errors.Is(err, want) {
+			t.Fatalf("%s: got %v, want %v", b, err, want)
+		}
+	}
+	f(`{"model":"other","prompt":"hi"}`, ErrModelNotFound)
+	f(`{"model":"m"}`, ErrBadRequest)
+	f(`{"model":"m","prompt":[1,2,-3]}`, ErrBadRequest)
+	f(`{"model":"m","prompt":["a","b"]}`, ErrBadRequest)
+	f(`{"model":"m","prompt":"hi","max_tokens":0}`, ErrBadRequest)
+	f(`{"model":"m","prompt":[`+strings.Repeat("1,", 100)+`1]}`, ErrBadRequest)
+	f(`not json`, ErrBadRequest)
+	if a.served.Load() != 0 {
+		t.Fatal("a bad request reached the engine")
+	}
+}
