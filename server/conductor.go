@@ -121,25 +121,10 @@ func RunConductor(ctx context.Context, o ConductorOptions) error {
 	return svc.Serve(ctx, ln)
 }
 
-// fail maps an error to its status: the one place that does.
+// conductorFail answers err from the server's one error table.
 func conductorFail(c *gin.Context, err error) {
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		conductorError(c, http.StatusRequestEntityTooLarge, "too_large", err.Error())
-	case errors.Is(err, scheduler.ErrUnknownInstance), errors.Is(err, scheduler.ErrUnknownRequest):
-		conductorError(c, http.StatusNotFound, "not_found", err.Error())
-	case errors.Is(err, scheduler.ErrDuplicate):
-		conductorError(c, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, scheduler.ErrTooManyInstances):
-		conductorError(c, http.StatusConflict, "too_many_instances", err.Error())
-	case errors.Is(err, scheduler.ErrNoPrefill):
-		conductorError(c, http.StatusServiceUnavailable, "no_instances", err.Error())
-	case errors.Is(err, scheduler.ErrRequest), errors.Is(err, scheduler.ErrInstance):
-		conductorError(c, http.StatusBadRequest, "bad_request", err.Error())
-	default:
-		conductorError(c, http.StatusInternalServerError, "internal", err.Error())
-	}
+	status, code := apiError(err)
+	conductorError(c, status, code, err.Error())
 }
 
 func (s *ConductorAPI) body(c *gin.Context) ([]byte, bool) {
