@@ -6,6 +6,7 @@ import (
 
 	"github.com/yuebing/yuebing/cluster"
 	"github.com/yuebing/yuebing/internal/httperr"
+	"github.com/yuebing/yuebing/router"
 	"github.com/yuebing/yuebing/scheduler"
 	"github.com/yuebing/yuebing/server/auth"
 )
@@ -60,6 +61,13 @@ var errorRows = []httperr.Row{
 	{Err: scheduler.ErrNoPrefill, Status: http.StatusServiceUnavailable, Code: "no_instances"},
 	{Err: scheduler.ErrRequest, Status: http.StatusBadRequest, Code: "bad_request"},
 	{Err: scheduler.ErrInstance, Status: http.StatusBadRequest, Code: "bad_request"},
+	// The router's, OpenAI-style. A failed retry wraps the reason it had
+	// nowhere to go, so ErrUpstream goes first.
+	{Err: router.ErrUpstream, Status: http.StatusBadGateway, Code: "engine_failed"},
+	{Err: router.ErrBadRequest, Status: http.StatusBadRequest, Code: "invalid_request"},
+	{Err: router.ErrModelNotFound, Status: http.StatusNotFound, Code: "model_not_found"},
+	{Err: router.ErrOverloaded, Status: http.StatusTooManyRequests, Code: "overloaded"},
+	{Err: router.ErrNoEngine, Status: http.StatusServiceUnavailable, Code: "no_engine"},
 }
 
 // errorTable is the one mapping from an error to an HTTP status and a

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +15,7 @@ func newConductorCmd() *cobra.Command {
 	cfg := server.DefaultConductorConfig()
 	var lim scheduler.Limits
 	lim.EnsureDefaults()
+	var rc server.RouterConfig
 	cmd := &cobra.Command{
 		Use:   "conductor",
 		Short: "Run the conductor: KV-cache-aware scheduling of prefill and decode instances",
@@ -22,9 +24,26 @@ instance with the shortest estimated TTFT given where its prefix is cached
 (Mooncake's Algorithm 1), picks a decode instance within the TBT SLO, and
 rejects with 429 what cannot be served in time. Instances register, report
 their load and the blocks they hold; see docs/conductor.md.`,
-		Example: `  yuebing conductor --listen 127.0.0.1:8090 --rejection predicted`,
+		Example: `  yuebing conductor --listen 127.0.0.1:8090 --rejection predicted
+  yuebing conductor --listen 127.0.0.1:8000 --model llama --namespace acme/llama \
+    --engine id=e0,url=http://10.0.0.5:8000,events=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rc.Enabled() {
+				if !cmd.Flags().Changed("block-size") {
+					cfg.BlockSize = 16 // vLLM's, which the engines' events carry
+				}
+				rc.BlockSize = cfg.BlockSize
+				err := server.RunRouter(cmd.Context(), server.RouterOptions{
+					Listen: listen, Router: rc, Conductor: cfg,
+					Banner:    cmd.ErrOrStderr(),
+					FieldName: func(f string) string { return "--" + conductorFlags[f] },
+				})
+				if errors.Is(err, server.ErrInvalidConfig) {
+					return usageError{err}
+				}
+				return err
+			}
 			err := server.RunConductor(cmd.Context(), server.ConductorOptions{
 				Listen: listen, Config: cfg,
 				Limits:    lim,
@@ -52,6 +71,15 @@ their load and the blocks they hold; see docs/conductor.md.`,
 	f.StringVar(&cfg.DecodeProfile, "decode-profile", "", "decode profile CSV (batch_size,kv_tokens,seconds); default: the built-in TBT model")
 	f.IntVar(&lim.MaxTokens, "max-tokens", lim.MaxTokens, "most tokens one schedule or query request may carry")
 	f.IntVar(&lim.MaxKeys, "max-keys", lim.MaxKeys, "most keys one request or block update may carry")
+	f.Var(engineFlag{&rc.Engines}, "engine", "an engine to route to, repeatable: id=e0,url=http://host:8000[,events=tcp://host:5557][,replay=tcp://host:5558][,role=both|prefill|decode][,node=http://host:8080]; with engines the conductor serves /v1/completions, /v1/chat/completions and /v1/models (block size 16 unless --block-size)")
+	f.StringVar(&rc.Model, "model", "", "model name the router serves (with --engine)")
+	f.StringVar(&rc.Namespace, "namespace", "", "key namespace tenant/model of the engines' prompts (with --engine)")
+	f.StringVar(&rc.Encoding, "encoding", "cl100k_base", "tokenizer of text prompts: cl100k_base, o200k_base, p50k_base or r50k_base")
+	f.StringSliceVar(&rc.Pool, "pool", nil, "yuebing node HTTP bases whose cluster index the router queries, repeatable")
+	f.StringVar(&rc.PoolToken, "pool-token", "", "admin token for the pool nodes' API")
+	f.DurationVar(&rc.SpeculativeTTL, "speculative-ttl", 2*time.Second, "how long a routing decision counts the prompt as cached on its engine before events confirm it")
+	f.DurationVar(&rc.ProbeInterval, "probe-interval", time.Second, "how often engines' /metrics are read")
+	f.DurationVar(&rc.RetryAfter, "retry-after", time.Second, "Retry-After of a 429 from early rejection")
 	return cmd
 }
 

@@ -1,0 +1,208 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/yuebing/yuebing/router"
+	"github.com/yuebing/yuebing/scheduler"
+)
+
+// RouterConfig configures the conductor as an OpenAI-compatible router in
+// front of inference engines (docs/conductor.md). The conductor section's
+// knobs (policy, rejection, SLOs, bandwidth) drive its Algorithm 1.
+type RouterConfig struct {
+	// Model is the model name clients ask for. Required with engines.
+	Model string `yaml:"model"`
+	// Namespace keys prompts, "tenant/model"; the engines' and the pool's.
+	Namespace string `yaml:"namespace"`
+	// BlockSize is the engines' KV block size in tokens. Default 16.
+	BlockSize int `yaml:"block_size"`
+	// Encoding is the tokenizer of text prompts. Default cl100k_base.
+	Encoding string `yaml:"encoding"`
+	// Engines are the inference engines behind the router; none means the
+	// node runs no router.
+	Engines []router.Engine `yaml:"engines"`
+	// Pool are yuebing nodes (HTTP bases) to ask the cluster index.
+	Pool []string `yaml:"pool"`
+	// PoolToken is the admin token for the pool's API, if it needs one.
+	PoolToken string `yaml:"pool_token"`
+	// SpeculativeTTL, ProbeInterval and RetryAfter: see router.Options.
+	SpeculativeTTL time.Duration `yaml:"speculative_ttl"`
+	ProbeInterval  time.Duration `yaml:"probe_interval"`
+	RetryAfter     time.Duration `yaml:"retry_after"`
+}
+
+// Enabled reports whether the configuration asks for a router.
+func (c RouterConfig) Enabled() bool { return len(c.Engines) > 0 }
+
+// options returns the router's options under the conductor's scheduling.
+func (c RouterConfig) options(cc ConductorConfig) router.Options {
+	return router.Options{
+		Model: c.Model, Namespace: c.Namespace, BlockSize: c.BlockSize, Encoding: c.Encoding,
+		Engines: c.Engines, Pool: c.Pool, PoolToken: c.PoolToken,
+		SpeculativeTTL: c.SpeculativeTTL, ProbeInterval: c.ProbeInterval, RetryAfter: c.RetryAfter,
+		Scheduler: cc.Options,
+	}
+}
+
+// RouterAPI is the OpenAI face of a router.Router.
+type RouterAPI struct {
+	r       *router.Router
+	maxBody int64
+}
+
+// NewRouterAPI returns the API over r.
+func NewRouterAPI(r *router.Router) *RouterAPI {
+	return &RouterAPI{r: r, maxBody: r.Options().MaxBodyBytes}
+}
+
+// Register mounts POST /completions, POST /chat/completions and GET
+// /models on r (a /v1 group).
+func (s *RouterAPI) Register(r gin.IRouter) {
+	r.POST("/completions", func(c *gin.Context) { s.serve(c, router.Completions) })
+	r.POST("/chat/completions", func(c *gin.Context) { s.serve(c, router.ChatCompletions) })
+	r.GET("/models", s.models)
+}
+
+func (s *RouterAPI) serve(c *gin.Context, kind router.Kind) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.maxBody))
+	if err != nil {
+		routerFail(c, err)
+		return
+	}
+	if err := s.r.Serve(c.Request.Context(), kind, body, c.Writer); err != nil {
+		routerFail(c, err)
+	}
+}
+
+// routerFail answers err from the server's one error table; an early
+// rejection carries Retry-After in whole seconds.
+func routerFail(c *gin.Context, err error) {
+	var ov *router.Overloaded
+	if errors.As(err, &ov) {
+		c.Header("Retry-After", strconv.Itoa(int(math.Ceil(ov.RetryAfter.Seconds()))))
+	}
+	conductorFail(c, err)
+}
+
+func (s *RouterAPI) models(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"object": "list", "data": []gin.H{{
+		"id": s.r.Model(), "object": "model", "created": 0, "owned_by": "yuebing",
+	}}})
+}
+
+// RouterOptions configure the router run alone (`yuebing conductor` with
+// engines).
+type RouterOptions struct {
+	// Listen is the HTTP address, host:port; port 0 picks a free one.
+	Listen string
+	// Router and Conductor configure it; Conductor's zero fields get
+	// their defaults.
+	Router    RouterConfig
+	Conductor ConductorConfig
+	// Banner receives one line naming the bound address. Default os.Stderr.
+	Banner io.Writer
+	// FieldName names a ConductorConfig field in errors; see
+	// ConductorOptions.
+	FieldName func(yamlName string) string
+}
+
+// RunRouter runs the router alone until ctx ends: the OpenAI endpoints,
+// the conductor's status endpoints over the router's scheduler, /healthz
+// and /metrics. Invalid options are an error wrapping ErrInvalidConfig.
+func RunRouter(ctx context.Context, o RouterOptions) error {
+	cc := o.Conductor
+	cc.ensureDefaults()
+	var errs []error
+	name := o.FieldName
+	if name == nil {
+		name = func(f string) string { return "conductor." + f }
+	}
+	cc.resolve(func(field, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		if field != "" {
+			msg = name(field) + ": " + msg
+		}
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, msg))
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	r, err := router.New(o.Router.options(cc))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	h, err := routerHandler(r)
+	if err != nil {
+		return err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("server: router: listen %s: %w", o.Listen, err)
+	}
+	w := o.Banner
+	if w == nil {
+		w = os.Stderr
+	}
+	fmt.Fprintf(w, "conductor listening on http://%s\n", ln.Addr())
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		r.Run(gctx)
+		return nil
+	})
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	return g.Wait()
+}
+
+// routerHandler is the standalone router's HTTP surface.
+func routerHandler(r *router.Router) (http.Handler, error) {
+	reg := prometheus.NewRegistry()
+	for _, c := range append(r.Collectors(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})) {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	status, err := NewConductorAPI(r.Driver(), scheduler.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	g := gin.New()
+	g.Use(gin.Recovery())
+	g.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	mh := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	g.GET("/metrics", func(c *gin.Context) { mh.ServeHTTP(c.Writer, c.Request) })
+	v1 := g.Group("/v1")
+	NewRouterAPI(r).Register(v1)
+	status.Register(v1)
+	g.NoRoute(func(c *gin.Context) {
+		conductorError(c, http.StatusNotFound, "not_found", "no such endpoint: "+c.Request.Method+" "+c.Request.URL.Path)
+	})
+	return g, nil
+}
