@@ -27,7 +27,7 @@ their load and the blocks they hold; see docs/conductor.md.`,
 		Example: `  yuebing conductor --listen 127.0.0.1:8090 --rejection predicted
   yuebing conductor --listen 127.0.0.1:8000 --model llama --namespace acme/llama \
     --engine id=e0,url=http://10.0.0.5:8000,events=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if rc.Enabled() {
 				if !cmd.Flags().Changed("block-size") {
