@@ -285,3 +285,48 @@ func TestHotBlocksGainReplicas(t *testing.T) {
 		return nil
 	})
 }
+
+func TestPull(t *testing.T) {
+	c := newTestCluster(t, 2, nil)
+	c.waitFormed()
+	a, b := c.nodes[0], c.nodes[1]
+	chain := []block.Key{testKey(10), testKey(11), testKey(12), testKey(13)}
+	for i, k := range chain[:3] {
+		if _, err := a.store.Put(t.Context(), k, value(i, 100<<10), tier.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.store.Put(t.Context(), chain[0], value(0, 100<<10), tier.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if got := holderNames(t, b.n, chain[2]); !slices.Equal(got, []string{"n0"}) {
+			return fmt.Errorf("holders %v", got)
+		}
+		return nil
+	})
+	res, err := b.n.Pull(t.Context(), chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res != (PullResult{Present: 1, Pulled: 2, Bytes: 200 << 10, Missing: 1}) {
+		t.Fatalf("pull: %+v", res)
+	}
+	for i, k := range chain[:3] {
+		h, _, err := b.store.GetLocal(t.Context(), k)
+		if err != nil {
+			t.Fatalf("block %d not held after the pull: %v", i, err)
+		}
+		if !bytes.Equal(h.Bytes(), value(i, 100<<10)) {
+			t.Fatalf("block %d pulled wrong", i)
+		}
+		h.Release()
+	}
+	// The copies reach the index: the pulled node now holds the prefix.
+	eventually(t, 10*time.Second, func() error {
+		if got := holderNames(t, a.n, chain[2]); !slices.Equal(got, []string{"n0", "n1"}) {
+			return fmt.Errorf("holders %v", got)
+		}
+		return nil
+	})
+}

@@ -192,6 +192,7 @@ func (a *API) routes() *gin.Engine {
 	admin.GET("/cluster", a.getCluster)
 	admin.POST("/cluster/query", a.clusterQuery)
 	admin.POST("/cluster/holders", a.clusterHolders)
+	admin.POST("/cluster/pull", a.clusterPull)
 	if a.opts.Mount != nil {
 		a.opts.Mount(v1)
 	}

@@ -447,6 +447,22 @@ func (a *API) clusterHolders(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"blocks": out})
 }
 
+// clusterPull answers POST /v1/cluster/pull: this node copies the blocks
+// of the chain it lacks from their holders and keeps them (a conductor's
+// pull plan), stopping at the first block no node holds.
+func (a *API) clusterPull(c *gin.Context) {
+	cn, keys, ok := a.clusterKeys(c)
+	if !ok {
+		return
+	}
+	res, err := cn.Pull(c.Request.Context(), keys)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, res)
+}
+
 type replicasRequest struct {
 	Count int `json:"count"`
 }
