@@ -45,8 +45,12 @@ type Config struct {
 	Limits    Limits          `yaml:"limits"`
 	Contexts  ContextsConfig  `yaml:"contexts"`
 	Conductor ConductorConfig `yaml:"conductor"`
-	Cluster   ClusterConfig   `yaml:"cluster"`
-	Log       LogConfig       `yaml:"log"`
+	// Router puts the embedded conductor in front of inference engines as
+	// an OpenAI-compatible router (/v1/completions, /v1/chat/completions,
+	// /v1/models); no engines means none.
+	Router  RouterConfig  `yaml:"router"`
+	Cluster ClusterConfig `yaml:"cluster"`
+	Log     LogConfig     `yaml:"log"`
 
 	// Logger overrides Log. Default: a handler on stderr as Log says.
 	Logger *slog.Logger `yaml:"-"`

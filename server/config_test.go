@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -128,7 +129,7 @@ func TestConfigYAMLRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	back.Banner, back.Logger = c.Banner, c.Logger
-	if back != c {
+	if !reflect.DeepEqual(back, c) {
 		t.Fatalf("round trip changed the config:\n%s\n%+v\n%+v", out, back, c)
 	}
 }

@@ -36,9 +36,9 @@ type RouterConfig struct {
 	Encoding string `yaml:"encoding"`
 	// Engines are the inference engines behind the router; none means the
 	// node runs no router.
-	Engines []router.Engine `yaml:"engines"`
+	Engines []router.Engine `yaml:"engines,omitempty"`
 	// Pool are yuebing nodes (HTTP bases) to ask the cluster index.
-	Pool []string `yaml:"pool"`
+	Pool []string `yaml:"pool,omitempty"`
 	// PoolToken is the admin token for the pool's API, if it needs one.
 	PoolToken string `yaml:"pool_token"`
 	// SpeculativeTTL, ProbeInterval and RetryAfter: see router.Options.

@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yuebing/yuebing/cluster"
+	"github.com/yuebing/yuebing/router"
 	"github.com/yuebing/yuebing/scheduler"
 	"github.com/yuebing/yuebing/server/auth"
 	"github.com/yuebing/yuebing/server/resp"
@@ -114,7 +116,29 @@ func Start(cfg Config) (*Node, error) {
 	}
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	n.stopBackground = stopBackground
-	if cfg.Conductor.Enabled {
+	if cfg.Conductor.Enabled && cfg.Router.Enabled() {
+		rt, err := router.New(cfg.Router.options(cfg.Conductor))
+		if err == nil {
+			err = registerAll(apiOpts.registry(), rt.Collectors())
+		}
+		var svc *ConductorAPI
+		if err == nil {
+			svc, err = NewConductorAPI(rt.Driver(), scheduler.Limits{MaxKeys: cfg.Limits.MaxBatchKeys})
+		}
+		if err != nil {
+			n.closeCluster()
+			store.Close()
+			return nil, fmt.Errorf("%w: router: %w", ErrInvalidConfig, err)
+		}
+		// Clients call the OpenAI endpoints with their own tokens; the
+		// conductor's status stays infrastructure's.
+		ra := NewRouterAPI(rt)
+		apiOpts.Mount = func(v1 gin.IRouter) {
+			svc.Register(v1.Group("", n.adminOnly))
+			ra.Register(v1)
+		}
+		n.bg.Go(func() { rt.Run(bgCtx) })
+	} else if cfg.Conductor.Enabled {
 		d, svc, err := newConductor(cfg.Conductor, cfg.Limits)
 		if err != nil {
 			n.closeCluster()
@@ -168,6 +192,24 @@ func Start(cfg Config) (*Node, error) {
 		})
 	}
 	return n, nil
+}
+
+// registry returns the registry the API will use, creating it now so
+// others can register beside the API's own metrics.
+func (o *APIOptions) registry() *prometheus.Registry {
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	return o.Registry
+}
+
+func registerAll(reg *prometheus.Registry, cs []prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // adminOnly defers to the API's check; the API does not exist yet when its
