@@ -138,6 +138,20 @@ func FuzzDecodeBatch(f *testing.F) {
 				t.Fatalf("accepted a stored event of %d tokens for %d blocks of %d", len(e.Tokens), len(e.Hashes), e.BlockSize)
 			}
 		}
+		// What decodes re-encodes to the same events (less the LoRA and
+		// extra-key flags, which the encoder does not carry).
+		if enc, err := AppendBatch(nil, b); err == nil {
+			back, err := DecodeBatch(enc, Limits{MaxEvents: 256, MaxHashes: 256, MaxTokens: 4096})
+			if err != nil {
+				t.Fatalf("re-encoded batch does not decode: %v", err)
+			}
+			for i, e := range b.Events {
+				g := back.Events[i]
+				if g.Kind != e.Kind || !slices.Equal(g.Hashes, e.Hashes) || g.Parent != e.Parent || !slices.Equal(g.Tokens, e.Tokens) || g.BlockSize != e.BlockSize || g.Medium != e.Medium {
+					t.Fatalf("event %d: %+v re-encoded as %+v", i, e, g)
+				}
+			}
+		}
 		// A decoded batch must be mappable without panicking.
 		m, err := NewMapper("t/m", 16, 64, nil)
 		if err != nil {
