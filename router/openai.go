@@ -157,6 +157,9 @@ func completionPrompt(raw json.RawMessage, tok *Tokenizer) ([]uint32, error) {
 		}
 		return tok.Encode(s), nil
 	}
+	if ids, ok := tokenArray(raw); ok {
+		return ids, nil
+	}
 	var list []json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, fmt.Errorf("%w: prompt: want a string, token ids, or a one-element array of either", ErrBadRequest)
@@ -208,4 +211,49 @@ func messageText(raw json.RawMessage) (string, error) {
 		}
 	}
 	return sb.String(), nil
+}
+
+// tokenArray parses a JSON array of plain non-negative integers below 2^32
+// ("[1, 2, 3]"), the common shape of a token prompt, without the generic
+// decoder's allocation per element. Anything else reports false, for the
+// generic path to parse or explain.
+func tokenArray(raw []byte) ([]uint32, bool) {
+	if len(raw) < 2 || raw[0] != '[' || raw[len(raw)-1] != ']' {
+		return nil, false
+	}
+	ids := make([]uint32, 0, len(raw)/4)
+	i, n := 1, len(raw)-1
+	skip := func() {
+		for i < n && (raw[i] == ' ' || raw[i] == '\n' || raw[i] == '\t' || raw[i] == '\r') {
+			i++
+		}
+	}
+	skip()
+	if i == n {
+		return nil, false // empty: the generic path says so
+	}
+	for {
+		start := i
+		var v uint64
+		for i < n && '0' <= raw[i] && raw[i] <= '9' {
+			v = v*10 + uint64(raw[i]-'0')
+			if v > math.MaxUint32 {
+				return nil, false
+			}
+			i++
+		}
+		if i == start || (raw[start] == '0' && i-start > 1) {
+			return nil, false
+		}
+		ids = append(ids, uint32(v))
+		skip()
+		if i == n {
+			return ids, true
+		}
+		if raw[i] != ',' {
+			return nil, false
+		}
+		i++
+		skip()
+	}
 }

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -107,4 +108,35 @@ func TestTokenizerChunks(t *testing.T) {
 	if tok.enc.Decode(back) != word {
 		t.Fatal("an endless word does not decode back")
 	}
+}
+
+func TestTokenArray(t *testing.T) {
+	f := func(in string, want []uint32, ok bool) {
+		t.Helper()
+		got, gotOK := tokenArray([]byte(in))
+		if gotOK != ok || !slices.Equal(got, want) {
+			t.Fatalf("%s: got %v %v, want %v %v", in, got, gotOK, want, ok)
+		}
+	}
+	f(`[1,2,3]`, []uint32{1, 2, 3}, true)
+	f("[ 0 ,\n4294967295\t]", []uint32{0, 4294967295}, true)
+	for _, bad := range []string{`[]`, `[ ]`, `[4294967296]`, `[1,]`, `[,1]`, `[01]`, `[1.0]`, `[-1]`, `[1 2]`, `["1"]`, `1`, `[1`} {
+		f(bad, nil, false)
+	}
+}
+
+// FuzzTokenArray checks the fast token-array parser against encoding/json.
+func FuzzTokenArray(f *testing.F) {
+	f.Add([]byte(`[1, 2, 3]`))
+	f.Add([]byte("[4294967295,\n0]"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := tokenArray(raw)
+		if !ok {
+			return
+		}
+		var want []uint32
+		if err := json.Unmarshal(raw, &want); err != nil || !slices.Equal(got, want) {
+			t.Fatalf("%q: fast %v, encoding/json %v (%v)", raw, got, want, err)
+		}
+	})
 }

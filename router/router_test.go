@@ -91,7 +91,7 @@ func prompt(seed, blocks int) []uint32 {
 	return ts
 }
 
-func body(t *testing.T, tokens []uint32, stream bool) []byte {
+func body(t testing.TB, tokens []uint32, stream bool) []byte {
 	b, err := json.Marshal(map[string]any{"model": testModel, "prompt": tokens, "max_tokens": 8, "stream": stream})
 	if err != nil {
 		t.Fatal(err)
