@@ -80,14 +80,17 @@ func NewPublisher(opts PublisherOptions) (*Publisher, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Publisher{opts: opts, ctx: ctx, cancel: cancel, pub: zmq4.NewPub(ctx)}
+	// The library logs peers that hang up mid-handshake; that is routine
+	// for a publisher, so it goes to debug.
+	zlog := zmq4.WithLogger(slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug))
+	p := &Publisher{opts: opts, ctx: ctx, cancel: cancel, pub: zmq4.NewPub(ctx, zlog)}
 	if err := p.pub.Listen(opts.Endpoint); err != nil {
 		cancel()
 		p.pub.Close()
 		return nil, fmt.Errorf("kvevents: publisher: %w", err)
 	}
 	if opts.Replay != "" {
-		p.router = zmq4.NewRouter(ctx, zmq4.WithID(zmq4.SocketIdentity("kvevents-replay")))
+		p.router = zmq4.NewRouter(ctx, zmq4.WithID(zmq4.SocketIdentity("kvevents-replay")), zlog)
 		if err := p.router.Listen(opts.Replay); err != nil {
 			cancel()
 			p.pub.Close()

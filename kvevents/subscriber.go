@@ -147,6 +147,12 @@ func NewSubscriber(opts Options) (*Subscriber, error) {
 	}, nil
 }
 
+// zlog routes the ZMQ library's own log lines to debug: it reports
+// connections that drop, which the subscriber handles and logs itself.
+func (s *Subscriber) zlog() zmq4.Option {
+	return zmq4.WithLogger(slog.NewLogLogger(s.log.Handler(), slog.LevelDebug))
+}
+
 // Stats returns the subscriber's counters.
 func (s *Subscriber) Stats() *Stats { return s.stats }
 
@@ -176,7 +182,7 @@ func (s *Subscriber) Run(ctx context.Context) error {
 func (s *Subscriber) session(ctx context.Context) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sub := zmq4.NewSub(sctx, zmq4.WithDialerRetry(s.opts.RetryInterval), zmq4.WithDialerMaxRetries(-1))
+	sub := zmq4.NewSub(sctx, zmq4.WithDialerRetry(s.opts.RetryInterval), zmq4.WithDialerMaxRetries(-1), s.zlog())
 	defer sub.Close()
 	if err := sub.SetOption(zmq4.OptionSubscribe, s.opts.Topic); err != nil {
 		return err
@@ -307,7 +313,7 @@ type replayed struct {
 func (s *Subscriber) replay(ctx context.Context, from, to int64) ([]replayed, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.opts.ReplayTimeout)
 	defer cancel()
-	d := zmq4.NewDealer(rctx, zmq4.WithDialerRetry(s.opts.RetryInterval), zmq4.WithDialerMaxRetries(3))
+	d := zmq4.NewDealer(rctx, zmq4.WithDialerRetry(s.opts.RetryInterval), zmq4.WithDialerMaxRetries(3), s.zlog())
 	defer d.Close()
 	if err := d.Dial(s.opts.Replay); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrReplay, err)
