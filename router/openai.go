@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	gojson "github.com/goccy/go-json"
 )
 
 // Kind is the OpenAI endpoint a request came to.
@@ -121,13 +123,12 @@ func ParsePrompt(kind Kind, body []byte, tok *Tokenizer, maxTokens int) (Prompt,
 	return p, nil
 }
 
+// unmarshal decodes one JSON request. It uses goccy/go-json, which reads a
+// 2,048-token prompt several times faster than encoding/json: parsing was
+// most of the router's CPU per decision.
 func unmarshal(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(v); err != nil {
+	if err := gojson.Unmarshal(body, v); err != nil {
 		return fmt.Errorf("%w: body is not a JSON request: %w", ErrBadRequest, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: data after the JSON request", ErrBadRequest)
 	}
 	return nil
 }
