@@ -144,8 +144,9 @@ type Hierarchy struct {
 		sync.Mutex
 		m map[block.Key]*demotion
 	}
-	// putting holds the keys with a put in progress (startPut).
-	putting struct {
+	// putting holds the keys with a put in progress (startPut), striped
+	// like locks; each stripe's mutex is held for a map operation only.
+	putting [256]struct {
 		sync.Mutex
 		m map[block.Key]chan struct{}
 	}
@@ -225,7 +226,9 @@ func NewHierarchy(tiers []Tier, opts HierarchyOptions) (*Hierarchy, error) {
 		counters:   make([]tierCounters, len(tiers)),
 	}
 	h.inflight.m = make(map[block.Key]*demotion)
-	h.putting.m = make(map[block.Key]chan struct{})
+	for i := range h.putting {
+		h.putting[i].m = make(map[block.Key]chan struct{})
+	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	for level, t := range tiers {
 		t.Range(func(k block.Key, info BlockInfo) bool {
@@ -354,21 +357,22 @@ func (h *Hierarchy) put(ctx context.Context, key block.Key, size int64, opts Put
 // startPut waits until no other put of key is in progress and marks one;
 // done ends it. Only puts of the same key wait for each other.
 func (h *Hierarchy) startPut(ctx context.Context, key block.Key) (done func(), err error) {
+	p := &h.putting[key[0]]
 	for {
-		h.putting.Lock()
-		ch, busy := h.putting.m[key]
+		p.Lock()
+		ch, busy := p.m[key]
 		if !busy {
 			ch = make(chan struct{})
-			h.putting.m[key] = ch
-			h.putting.Unlock()
+			p.m[key] = ch
+			p.Unlock()
 			return func() {
-				h.putting.Lock()
-				delete(h.putting.m, key)
-				h.putting.Unlock()
+				p.Lock()
+				delete(p.m, key)
+				p.Unlock()
 				close(ch)
 			}, nil
 		}
-		h.putting.Unlock()
+		p.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
