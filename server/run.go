@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yuebing/yuebing/cluster"
 	"github.com/yuebing/yuebing/scheduler"
@@ -33,6 +34,8 @@ type Node struct {
 	api      *API
 	resp     *resp.Server  // nil when resp.listen is empty
 	cluster  *clusterParts // nil when the node runs alone
+	// conductor is the embedded conductor's driver, nil when it is off.
+	conductor *scheduler.Driver
 	services []*service
 	failed   chan error // the first service that stops on its own
 	// stopBackground ends background loops that are not listeners (the
@@ -108,6 +111,10 @@ func Start(cfg Config) (*Node, error) {
 	apiOpts := APIOptions{
 		Store: store, Tokens: tokens, Limits: cfg.Limits, Contexts: cfg.Contexts,
 		ContextsFile: filepath.Join(cfg.DataDir, "contexts.json"), Logger: logger,
+		Version: cfg.Version, NodeName: cfg.Cluster.NodeName, Registry: prometheus.NewRegistry(),
+	}
+	if err := apiOpts.Registry.Register(nodeCollector{n}); err != nil {
+		panic("BUG: server: node metrics: " + err.Error())
 	}
 	if n.cluster != nil {
 		apiOpts.Cluster = n.cluster.node
@@ -121,6 +128,7 @@ func Start(cfg Config) (*Node, error) {
 			store.Close()
 			return nil, err
 		}
+		n.conductor = d
 		// Placement is infrastructure: gateways and engines call it with
 		// an admin (service) token when authentication is on.
 		apiOpts.Mount = func(v1 gin.IRouter) { svc.Register(v1.Group("", n.adminOnly)) }
