@@ -330,7 +330,7 @@ async function keysLive(el) {
     const hot = (await api("GET", "/v1/cluster/hot?limit=20")).blocks;
     parts.push(card("Hottest blocks (leader's heat window)", hot.length === 0 ? muted("No block has been read in the window.") : table(
       ["key", { label: "reads", num: 1 }, { label: "replicas", num: 1 }, { label: "desired", num: 1 }, { label: "moving", num: 1 }, "nodes (tiers)"],
-      hot.map((b) => h("tr", {}, td(shortKey(b.key)), tdn(b.heat), tdn(b.replicas), tdn(b.desired), tdn(b.in_flight),
+      hot.map((b) => h("tr", { "data-key": b.key, "data-heat": b.heat, "data-replicas": b.replicas }, td(shortKey(b.key)), tdn(b.heat), tdn(b.replicas), tdn(b.desired), tdn(b.in_flight),
         td(b.nodes.map((n) => n.name + " (" + n.tiers.join(", ") + ")").join("; ")))))));
   } catch (e) {
     const why = e.code === "no_cluster" ? "Hot blocks are counted by a cluster's leader; this node runs alone."
@@ -350,8 +350,8 @@ async function keysLive(el) {
       const c = await api("GET", "/v1/contexts/" + encodeURIComponent(sel));
       const res = Object.entries(c.resident).map(([t, n]) => t + " " + n).join(", ");
       parts.push(card("Context " + c.id, h("p", { id: "context-detail" },
-        "Namespace ", h("b", {}, c.namespace), c.name ? " · " + c.name : "", " · pinned for ", h("b", {}, fmtDur((Date.parse(c.expires_at) - now) / 1000)),
-        " more (TTL ", fmtDur(c.ttl_seconds), ") · ", c.keys.length, " blocks: ", res || "none resident", c.missing ? " · " + c.missing + " missing" : "")));
+        "Namespace ", h("b", {}, c.namespace), c.name ? " · " + c.name : "", " · pinned for ", h("b", { id: "context-ttl", "data-value": c.ttl_seconds }, fmtDur(c.ttl_seconds)),
+        " more, until ", new Date(c.expires_at).toLocaleTimeString("en-GB"), " · ", c.keys.length, " blocks: ", res || "none resident", c.missing ? " · " + c.missing + " missing" : "")));
     } catch (e) {
       parts.push(card("Context", h("p", { class: "error" }, e.message)));
     }
