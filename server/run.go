@@ -28,16 +28,16 @@ import (
 
 // Node is a running cache node: the store and the services in front of it.
 type Node struct {
-	cfg      Config
-	log      *slog.Logger
-	store    *tier.Hierarchy
-	api      *API
-	resp     *resp.Server  // nil when resp.listen is empty
-	cluster  *clusterParts // nil when the node runs alone
+	cfg     Config
+	log     *slog.Logger
+	store   *tier.Hierarchy
+	api     *API
+	resp    *resp.Server  // nil when resp.listen is empty
+	cluster *clusterParts // nil when the node runs alone
 	// conductor is the embedded conductor's driver, nil when it is off.
 	conductor *scheduler.Driver
-	services []*service
-	failed   chan error // the first service that stops on its own
+	services  []*service
+	failed    chan error // the first service that stops on its own
 	// stopBackground ends background loops that are not listeners (the
 	// conductor's driver); bg waits for them.
 	stopBackground context.CancelFunc
