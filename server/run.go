@@ -28,16 +28,14 @@ import (
 
 // Node is a running cache node: the store and the services in front of it.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	store   *tier.Hierarchy
-	api     *API
-	resp    *resp.Server  // nil when resp.listen is empty
-	cluster *clusterParts // nil when the node runs alone
-	// conductor is the embedded conductor's driver, nil when it is off.
-	conductor *scheduler.Driver
-	services  []*service
-	failed    chan error // the first service that stops on its own
+	cfg      Config
+	log      *slog.Logger
+	store    *tier.Hierarchy
+	api      *API
+	resp     *resp.Server  // nil when resp.listen is empty
+	cluster  *clusterParts // nil when the node runs alone
+	services []*service
+	failed   chan error // the first service that stops on its own
 	// stopBackground ends background loops that are not listeners (the
 	// conductor's driver); bg waits for them.
 	stopBackground context.CancelFunc
@@ -45,6 +43,9 @@ type Node struct {
 	wg             sync.WaitGroup
 	once           sync.Once
 	shutErr        error
+
+	// conductor is the embedded conductor's driver, nil when it is off.
+	conductor *scheduler.Driver
 }
 
 // service is one listener and what serves it. Services start and stop
