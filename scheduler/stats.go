@@ -1,11 +1,5 @@
 package scheduler
 
-import (
-	"net/http"
-
-	"github.com/gin-gonic/gin"
-)
-
 // Decisions counts the scheduling decisions a driver made.
 type Decisions struct {
 	Accepted int64 `json:"accepted"`
@@ -63,5 +57,3 @@ func (d *Driver) Stats() Stats {
 	st.TTFTSLO, st.TBTSLO = d.opts.Core.TTFTSLO.Seconds(), d.opts.Core.TBTSLO.Seconds()
 	return st
 }
-
-func (s *Service) stats(c *gin.Context) { c.JSON(http.StatusOK, s.d.Stats()) }

@@ -194,3 +194,7 @@ func (a *API) clusterHot(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, gin.H{"blocks": out})
 }
+
+// stats answers GET /v1/conductor/stats: decisions, instances and
+// migrations, for the console's conductor page.
+func (s *ConductorAPI) stats(c *gin.Context) { c.JSON(http.StatusOK, s.d.Stats()) }
