@@ -127,6 +127,16 @@ func TestGrafanaDashboardMetrics(t *testing.T) {
 		slices.Sort(missing)
 		return strings.Join(missing, ", ")
 	})
+	// The figures are the node's: a cluster of one that it leads, the
+	// RESP command and the HTTP put it served.
+	_, body, _ := n.do(t, "GET", "/metrics", nil, nil)
+	for _, want := range []string{"yuebing_cluster_members 1", "yuebing_cluster_is_leader 1", "yuebing_cluster_has_leader 1",
+		"yuebing_resp_commands_total 1", "yuebing_store_blocks 1", `yuebing_conductor_decisions_total{result="accepted"} 0`,
+		`yuebing_conductor_instances{role="prefill"} 0`} {
+		if !strings.Contains(string(body), "\n"+want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
 	// What the node exports that no panel shows: worth a panel, or a reason.
 	var unshown []string
 	for m := range names {
