@@ -113,6 +113,7 @@ func Start(cfg Config) (*Node, error) {
 		Store: store, Tokens: tokens, Limits: cfg.Limits, Contexts: cfg.Contexts,
 		ContextsFile: filepath.Join(cfg.DataDir, "contexts.json"), Logger: logger,
 		Version: cfg.Version, NodeName: cfg.Cluster.NodeName, Registry: prometheus.NewRegistry(),
+		HistoryInterval: cfg.Console.HistoryInterval,
 	}
 	if err := apiOpts.Registry.Register(nodeCollector{n}); err != nil {
 		panic("BUG: server: node metrics: " + err.Error())

@@ -208,7 +208,13 @@ func TestConsoleBrowser(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte(admin+": {tenant: ops, role: admin}\n"+tenant+": {tenant: alpha, role: tenant}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n := &cnode{node: serve(t, filepath.Join(dir, "data"), "--auth-tokens-file", tokens)}
+	// Samples for the charts every 200 ms instead of 5 s, so a test sees
+	// a few of them.
+	cfg := filepath.Join(dir, "yuebing.yaml")
+	if err := os.WriteFile(cfg, []byte("console:\n  history_interval: 200ms\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := &cnode{node: serve(t, filepath.Join(dir, "data"), "--auth-tokens-file", tokens, "--config", cfg)}
 
 	// Five blocks' worth of tokens; the node stores the first three.
 	toks := make([]uint32, 5*256)
@@ -273,6 +279,25 @@ func TestConsoleBrowser(t *testing.T) {
 	br.waitValue(t, "blocks", fmt.Sprint(stored))
 	br.waitValue(t, "tier-dram-blocks", fmt.Sprint(stored))
 	br.wait(t, "hit rate", `document.getElementById("hit-rate").innerText === "100.0%"`)
+	// The charts: the page's own polling is the request rate; reads now
+	// are the hit rate, all hits.
+	br.wait(t, "a request rate", `Number(document.getElementById("chart-requests").dataset.last) > 0`)
+	stop := make(chan struct{})
+	readsDone := make(chan struct{})
+	go func() {
+		defer close(readsDone)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				n.do(t, "GET", "/v1/blocks/"+keys[0].String(), nil, tenantHdr)
+			}
+		}
+	}()
+	br.wait(t, "a hit rate", `document.getElementById("chart-hit-rate").dataset.last === "100"`)
+	close(stop)
+	<-readsDone
 	br.screenshot(t, "overview.png")
 	br.page(t, "cluster")
 	br.wait(t, "no cluster", `document.getElementById("no-cluster") !== null`)

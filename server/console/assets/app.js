@@ -117,7 +117,7 @@ function fmtDur(s) {
   return s + "s";
 }
 const pct = (a, b) => (b > 0 ? ((100 * a) / b).toFixed(1) + "%" : "–");
-const fmtRate = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
+const fmtRate = (v) => (v === 0 || v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
 const shortKey = (k) => h("span", { class: "key", title: k }, k.slice(0, 16) + "…");
 
 // ---- Charts: small SVG line charts (docs/console.md says why no library). ----
@@ -437,7 +437,15 @@ async function refresh() {
   }
 }
 
-async function probeConductor() {
+// probe names the node in the header and shows the conductor's page
+// when the node runs one.
+async function probe() {
+  try {
+    const st = await api("GET", "/v1/stats");
+    $("#node").textContent = st.node + " · " + st.version;
+  } catch (e) {
+    // A tenant's token: the header stays plain.
+  }
   try {
     await api("GET", "/v1/conductor/stats");
     $('#nav a[data-page="conductor"]').hidden = false;
@@ -468,7 +476,7 @@ function start() {
 async function begin() {
   $("#logout").hidden = sessionStorage.getItem(TOKEN_KEY) === null;
   await refresh();
-  if ($("#login").hidden) probeConductor();
+  if ($("#login").hidden) probe();
 }
 
 start();
