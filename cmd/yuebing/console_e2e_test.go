@@ -248,6 +248,12 @@ func TestConsoleBrowser(t *testing.T) {
 	postJSON(t, n, "/v1/conductor/instances", admin, map[string]any{"id": "p0", "role": "prefill", "addr": "10.0.0.1:9000"}, 201)
 	postJSON(t, n, "/v1/conductor/instances", admin, map[string]any{"id": "d0", "role": "decode", "capacity": 1000000}, 201)
 	postJSON(t, n, "/v1/conductor/schedule", admin, map[string]any{"keys": keys[:1]}, 200)
+	// Then p0 is 1000 s behind: the next request is rejected for its TTFT.
+	code, body, _ := n.do(t, "POST", "/v1/conductor/instances/p0/heartbeat", []byte(`{"queue_seconds":1000}`), map[string]string{"Authorization": "Bearer " + admin})
+	if code != 204 {
+		t.Fatalf("heartbeat: %d %s", code, body)
+	}
+	postJSON(t, n, "/v1/conductor/schedule", admin, map[string]any{"keys": keys[:1]}, 429)
 	before := dataState(t, n, admin)
 
 	br := newBrowser(t, n.url)
@@ -304,8 +310,9 @@ func TestConsoleBrowser(t *testing.T) {
 	br.page(t, "conductor")
 	br.waitValue(t, "accepted", "1")
 	br.waitValue(t, "instances", "2")
-	br.waitValue(t, "rejected-ttft_slo", "0")
-	br.wait(t, "instance rows", `document.getElementById("instance-p0") !== null && document.getElementById("instance-d0") !== null`)
+	br.waitValue(t, "rejected-ttft_slo", "1")
+	br.waitValue(t, "rejected-tbt_slo", "0")
+	br.wait(t, "instance rows", `document.getElementById("instance-d0") !== null && Number(document.querySelector("#instance-p0 td[data-queue]").dataset.queue) > 900`)
 	br.screenshot(t, "conductor.png")
 
 	// A phone-width screen: nothing wider than the screen.

@@ -363,12 +363,12 @@ async function conductor(el) {
   const [st, inst] = await Promise.all([api("GET", "/v1/conductor/stats"), api("GET", "/v1/conductor/instances")]);
   const d = st.decisions;
   const rejected = Object.values(d.rejected).reduce((a, b) => a + b, 0);
-  const sec = (ns) => (ns / 1e9).toFixed(2) + " s";
+  const sec = (v) => v.toFixed(2) + " s";
   el.replaceChildren(
     grid(
       card("Accepted", figure("accepted", fmtInt(d.accepted), d.accepted), muted("requests placed")),
       card("Rejected", figure("rejected", fmtInt(rejected), rejected),
-        muted(Object.entries(d.rejected).map(([r, n]) => h("div", { id: "rejected-" + r, "data-value": n }, r.replace("_", " ") + ": " + fmtInt(n))))),
+        muted(Object.entries(d.rejected).map(([r, n]) => h("div", { id: "rejected-" + r, "data-value": n }, r.replace("_", " ").toUpperCase() + ": " + fmtInt(n))))),
       card("Instances", figure("instances", inst.instances.length), muted(Object.entries(st.instances).map(([r, n]) => r + " " + n).join(" · ") || "none registered")),
       card("SLOs", figure("slo", "TTFT " + st.ttft_slo_seconds + " s"), muted("TBT ", st.tbt_slo_seconds, " s · migrations: ", st.migrations.queued, " queued, ",
         st.migrations.dropped, " dropped, ", st.migrations.failed, " failed")),
@@ -376,8 +376,8 @@ async function conductor(el) {
     card("Instances", table(["id", "role", "addr", { label: "blocks", num: 1 }, { label: "queue", num: 1 }, { label: "batch", num: 1 },
       { label: "TBT", num: 1 }, { label: "load", num: 1 }, { label: "scheduled", num: 1 }, { label: "heartbeat", num: 1 }],
     inst.instances.map((i) => h("tr", { id: "instance-" + i.id }, td(i.id), td(i.role), td(i.addr || ""), tdn(fmtInt(i.blocks || 0)),
-      tdn(sec(i.queue_time || 0)), tdn(i.batch || 0), tdn(sec(i.tbt || 0)), tdn((i.load || 0).toFixed(2), { class: i.load > 1 ? "num error" : "num" }),
-      tdn(fmtInt(i.scheduled || 0)), tdn(sec(i.since_heartbeat || 0) + " ago"))))),
+      tdn(sec(i.queue_s || 0), { "data-queue": i.queue_s || 0 }), tdn(i.batch || 0), tdn(sec(i.tbt_s || 0)), tdn((i.load || 0).toFixed(2), { class: i.load > 1 ? "num error" : "num" }),
+      tdn(fmtInt(i.scheduled || 0)), tdn(sec(i.since_heartbeat_s || 0) + " ago"))))),
   );
 }
 
