@@ -198,6 +198,9 @@ func dataState(t *testing.T, n *cnode, token string) string {
 }
 
 func TestConsoleBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a node and a browser: not in -short")
+	}
 	const (
 		admin  = "console-admin-token-0001"
 		tenant = "console-alpha-token-0001"
@@ -369,6 +372,30 @@ func TestConsoleBrowserCluster(t *testing.T) {
 		return ""
 	})
 	st, _ := a.status(t)
+	for _, q := range []string{"0", "1001", "x"} {
+		if code, body, _ := a.do(t, "GET", "/v1/cluster/hot?limit="+q, nil, nil); code != 400 || !strings.Contains(string(body), "bad_request") {
+			t.Errorf("hot blocks with limit %q: %d %s, want 400 bad_request", q, code, body)
+		}
+	}
+	var nodes struct {
+		Nodes []struct {
+			Name   string `json:"name"`
+			Leader bool   `json:"leader"`
+			Self   bool   `json:"self"`
+			Stats  *struct {
+				Node string `json:"node"`
+			} `json:"stats"`
+		} `json:"nodes"`
+	}
+	jsonGet(t, b, "/v1/cluster/nodes", "", &nodes)
+	if len(nodes.Nodes) != 2 {
+		t.Fatalf("cluster nodes from b: %+v", nodes)
+	}
+	for _, m := range nodes.Nodes {
+		if m.Stats == nil || m.Stats.Node != m.Name || m.Self != (m.Name == "b") || m.Leader != (m.Name == st.Leader.Name) {
+			t.Errorf("member %+v as b sees it (leader %s)", m, st.Leader.Name)
+		}
+	}
 
 	br := newBrowser(t, a.url)
 	br.page(t, "cluster")

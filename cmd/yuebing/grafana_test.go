@@ -87,6 +87,9 @@ func exportedNames(t *testing.T, n *cnode) map[string]bool {
 // node with every part on: cluster, transfer, Redis front end, conductor.
 func TestGrafanaDashboardMetrics(t *testing.T) {
 	exprs := dashboardQueries(t)
+	if testing.Short() {
+		t.Skip("starts a cluster node: not in -short (the dashboard parsed)")
+	}
 	metric := regexp.MustCompile(`\b(?:yuebing|process|go)_[a-z0-9_]+\b`)
 	queried := map[string]bool{}
 	for _, e := range exprs {
