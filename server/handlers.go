@@ -85,19 +85,11 @@ const maxContextName = 256
 // type, so the two ends share one definition of the answer.
 type contextView = client.Context
 
-type contextSummary struct {
-	ID        string    `json:"id"`
-	Namespace string    `json:"namespace"`
-	Name      string    `json:"name,omitempty"`
-	Blocks    int       `json:"blocks"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
+// contextSummary is a context in a listing, the client's type as well.
+type contextSummary = client.ContextSummary
 
-type listContextsResponse struct {
-	Contexts   []contextSummary `json:"contexts"`
-	NextCursor string           `json:"next_cursor,omitempty"`
-}
+// listContextsResponse is a page of contexts, the client's type as well.
+type listContextsResponse = client.ContextPage
 
 func (a *API) ttl(sec *int64) (time.Duration, error) {
 	if sec == nil {
@@ -305,6 +297,10 @@ type statsResponse struct {
 	Contexts      int                 `json:"contexts"`
 	InflightBytes int64               `json:"inflight_bytes"`
 	UptimeSeconds float64             `json:"uptime_seconds"`
+	// Node, Version and Requests are what the console's overview shows.
+	Node     string `json:"node"`
+	Version  string `json:"version"`
+	Requests int64  `json:"requests"`
 }
 
 type tiersResponse struct {
@@ -328,10 +324,15 @@ func (a *API) getStats(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, statsResponse{
+	c.JSON(http.StatusOK, a.stats())
+}
+
+func (a *API) stats() statsResponse {
+	return statsResponse{
 		Store: a.store.Stats(), Contexts: a.contexts.len(), InflightBytes: a.inflight.Load(),
 		UptimeSeconds: a.opts.Now().Sub(a.started).Seconds(),
-	})
+		Node:          a.opts.NodeName, Version: a.opts.Version, Requests: a.metrics.requests.Load(),
+	}
 }
 
 func (a *API) getTiers(c *gin.Context) {
