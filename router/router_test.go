@@ -314,3 +314,38 @@ func TestRouterRefusesBadRequests(t *testing.T) {
 		t.Fatal("a bad request reached the engine")
 	}
 }
+
+// TestRouterDisaggregated checks the prefill-then-decode path: the prefill
+// engine runs the prompt for one token, the decode engine the request.
+func TestRouterDisaggregated(t *testing.T) {
+	type seen struct {
+		MaxTokens int  `json:"max_tokens"`
+		Stream    bool `json:"stream"`
+	}
+	var got [2]atomic.Value
+	mk := func(i int) *httptest.Server {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/metrics" {
+				return
+			}
+			var v seen
+			json.NewDecoder(r.Body).Decode(&v)
+			got[i].Store(v)
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"choices":[{"text":"from %d"}]}`, i)
+		}))
+		t.Cleanup(s.Close)
+		return s
+	}
+	p, d := mk(0), mk(1)
+	r := startRouter(t, Options{Engines: []Engine{{ID: "p", URL: p.URL, Role: RolePrefill}, {ID: "d", URL: d.URL, Role: RoleDecode}}})
+	w, err := serve(t, r, body(t, prompt(8, 2), true))
+	if err != nil || !strings.Contains(w.Body.String(), "from 1") {
+		t.Fatalf("%v %q", err, w.Body)
+	}
+	pv, _ := got[0].Load().(seen)
+	dv, _ := got[1].Load().(seen)
+	if pv.MaxTokens != 1 || pv.Stream || dv.MaxTokens != 8 || !dv.Stream {
+		t.Fatalf("prefill engine saw %+v, decode engine %+v", pv, dv)
+	}
+}
