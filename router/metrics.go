@@ -100,10 +100,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMalformed, prometheus.CounterValue, float64(s.Malformed.Load()), e.ID)
 		ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(s.Restarts.Load()), e.ID)
 	}
-	m.r.mu.Lock()
-	n := m.r.specCount
-	m.r.mu.Unlock()
-	ch <- prometheus.MustNewConstMetric(descSpec, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(descSpec, prometheus.GaugeValue, float64(m.r.specCount.Load()))
 }
 
 // Collectors returns the router's Prometheus collectors, for the server

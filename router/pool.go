@@ -117,8 +117,8 @@ func (r *Router) poolHits(ctx context.Context, keys []block.Key) []scheduler.Poo
 
 // ensureStore registers a pool node's store instance once.
 func (r *Router) ensureStore(id string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.storeMu.Lock()
+	defer r.storeMu.Unlock()
 	if r.stores == nil {
 		r.stores = map[string]bool{}
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/yuebing/yuebing/block"
-	"github.com/yuebing/yuebing/index"
 	"github.com/yuebing/yuebing/kvevents"
 	"github.com/yuebing/yuebing/scheduler"
 )
@@ -35,10 +34,16 @@ type Router struct {
 	// queue time.
 	prefillMean atomic.Int64
 
-	mu        sync.Mutex // guards engines' views, specQ, specCount
+	// specQ are the speculative entries in expiry order (one TTL for all,
+	// so appending keeps the order); specQLen mirrors its length for the
+	// request path's bound check, specCount counts live entries.
+	specMu    sync.Mutex
 	specQ     []specEntry
-	specCount int
-	stores    map[string]bool // pool store instances, and whether registered
+	specQLen  atomic.Int64
+	specCount atomic.Int64
+
+	storeMu sync.Mutex
+	stores  map[string]bool // pool store instances, and whether registered
 }
 
 // New validates opts and returns a Router with every engine registered.
@@ -68,17 +73,11 @@ func New(opts Options) (*Router, error) {
 		return nil, err
 	}
 	for _, cfg := range opts.Engines {
-		e := &engine{
-			Engine:    cfg,
-			role:      scheduler.RolePrefill,
-			stats:     new(kvevents.Stats),
-			confirmed: make(map[block.Key]index.TierMask),
-			spec:      make(map[block.Key]time.Time),
-			up:        true,
-		}
+		role := scheduler.RolePrefill
 		if cfg.Role == RoleDecode {
-			e.role = scheduler.RoleDecode
+			role = scheduler.RoleDecode
 		}
+		e := newEngine(cfg, role)
 		if err := r.d.AddInstance(scheduler.Instance{ID: e.ID, Addr: e.URL, Role: e.role}); err != nil {
 			return nil, err
 		}
