@@ -57,6 +57,8 @@ type nodeOpts struct {
 	now      func() time.Time
 	// conductor mounts the embedded conductor, as `yuebing serve` does.
 	conductor bool
+	// staging serves the /v1/shm endpoints on an abstract unix socket.
+	staging bool
 }
 
 func newTestStore(t testing.TB, dir string, dramCap int64) *tier.Hierarchy {
@@ -95,6 +97,15 @@ func startNode(t testing.TB, o nodeOpts) *testNode {
 	opts := APIOptions{
 		Store: store, Tokens: toks, Limits: o.limits, Contexts: o.contexts,
 		ContextsFile: filepath.Join(o.dir, "contexts.json"), Now: o.now,
+	}
+	if o.staging {
+		st, err := newStaging(ShmConfig{Listen: "auto", MaxSessionBytes: 8 << 20, MaxBytes: 16 << 20, MaxSessions: 4}, toks, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go st.Serve()
+		t.Cleanup(func() { st.Close() })
+		opts.Staging = st
 	}
 	var api *API
 	if o.conductor {
