@@ -52,10 +52,15 @@ class Match:
     tiers: list[str]
 
 
-def _mv(buf) -> memoryview:
-    mv = memoryview(buf)
+def _mv(buf, writable: bool = False) -> memoryview:
+    try:
+        mv = memoryview(buf)
+    except TypeError as e:
+        raise BadRequest(0, "bad_request", f"{type(buf).__name__} is not a buffer") from e
     if not mv.contiguous:
         raise BadRequest(0, "bad_request", "buffer is not contiguous")
+    if writable and mv.readonly:
+        raise BadRequest(0, "bad_request", "buffer is read-only")
     return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
 
 
@@ -183,7 +188,7 @@ class Client:
         """Reads the object into buf (any writable buffer) and returns its
         size; raises TooLarge when it does not fit. With ``offset``, reads
         exactly len(buf) bytes of the object from that offset instead."""
-        mv = _mv(buf)
+        mv = _mv(buf, writable=True)
         ns = self._ns(namespace)
         if self._shm is not None and 0 < len(mv) <= self._shm.size:
             it = self._shm_get(ns, [(name, key, mv, offset)])[0]
@@ -350,7 +355,7 @@ class Client:
         ``offsets`` (None entries for whole reads), reads exactly
         len(buf) bytes of the object from that offset."""
         ts = self._names(names, keys)
-        mvs = [_mv(b) for b in bufs]
+        mvs = [_mv(b, writable=True) for b in bufs]
         if len(mvs) != len(ts):
             raise BadRequest(0, "bad_request", f"{len(ts)} keys and {len(mvs)} buffers")
         offs = list(offsets) if offsets is not None else [None] * len(ts)
