@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"github.com/yuebing/yuebing/client"
 	"github.com/yuebing/yuebing/index"
 	"github.com/yuebing/yuebing/server/auth"
+	"github.com/yuebing/yuebing/server/staging"
 	"github.com/yuebing/yuebing/tier"
 	"github.com/yuebing/yuebing/tier/dram"
 	"github.com/yuebing/yuebing/tier/ssd"
@@ -98,8 +100,12 @@ func startNode(t testing.TB, o nodeOpts) *testNode {
 		Store: store, Tokens: toks, Limits: o.limits, Contexts: o.contexts,
 		ContextsFile: filepath.Join(o.dir, "contexts.json"), Now: o.now,
 	}
+	var api *API
 	if o.staging {
-		st, err := newStaging(ShmConfig{Listen: "auto", MaxSessionBytes: 8 << 20, MaxBytes: 16 << 20, MaxSessions: 4}, toks, nil)
+		handle := func(ctx context.Context, sess *staging.Session, line []byte) []byte {
+			return api.ServeShm(ctx, sess, line)
+		}
+		st, err := newStaging(ShmConfig{Listen: "auto", MaxSessionBytes: 8 << 20, MaxBytes: 16 << 20, MaxSessions: 4}, toks, handle, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +113,6 @@ func startNode(t testing.TB, o nodeOpts) *testNode {
 		t.Cleanup(func() { st.Close() })
 		opts.Staging = st
 	}
-	var api *API
 	if o.conductor {
 		cc := ConductorConfig{Enabled: true}
 		cc.ensureDefaults()

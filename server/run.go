@@ -130,7 +130,12 @@ func Start(cfg Config) (*Node, error) {
 		n.bg.Go(func() { d.Run(bgCtx) })
 	}
 	if cfg.Shm.Listen != "" {
-		if n.staging, err = newStaging(cfg.Shm, tokens, logger); err != nil {
+		// The API answers the sessions' requests; it exists before the
+		// socket serves.
+		handle := func(ctx context.Context, sess *staging.Session, line []byte) []byte {
+			return n.api.ServeShm(ctx, sess, line)
+		}
+		if n.staging, err = newStaging(cfg.Shm, tokens, handle, logger); err != nil {
 			n.stopBackground()
 			n.bg.Wait()
 			n.closeCluster()
@@ -306,7 +311,7 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 
 // newStaging binds the shared-memory staging socket; "auto" names an
 // abstract socket after the process, so nodes on one host never collide.
-func newStaging(c ShmConfig, tokens *auth.Tokens, logger *slog.Logger) (*staging.Server, error) {
+func newStaging(c ShmConfig, tokens *auth.Tokens, handle func(context.Context, *staging.Session, []byte) []byte, logger *slog.Logger) (*staging.Server, error) {
 	addr := c.Listen
 	if addr == "auto" {
 		var r [4]byte
@@ -315,10 +320,10 @@ func newStaging(c ShmConfig, tokens *auth.Tokens, logger *slog.Logger) (*staging
 	}
 	st, err := staging.New(staging.Options{
 		Listen: addr, MaxSessionBytes: int64(c.MaxSessionBytes), MaxBytes: int64(c.MaxBytes),
-		MaxSessions: c.MaxSessions, Logger: logger,
-		Authenticate: func(token string) (string, error) {
+		MaxSessions: c.MaxSessions, Logger: logger, Handle: handle,
+		Authenticate: func(token string) (string, any, error) {
 			p, err := tokens.Authenticate(token)
-			return shmOwner(p), err
+			return shmOwner(p), p, err
 		},
 	})
 	if err != nil {

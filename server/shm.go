@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -75,7 +76,42 @@ func (a *API) shmInfo(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"socket": a.opts.Staging.Addr()})
 }
 
-// shmPrologue decodes a request, checks the namespace and acquires the
+// shmTargets validates a request for p and resolves its blocks.
+func (a *API) shmTargets(p auth.Principal, req *shmRequest) ([]target, error) {
+	if err := block.ValidateNamespace(req.Namespace); err != nil {
+		return nil, err
+	}
+	if err := p.Authorize(req.Namespace); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(req.Items) == 0:
+		return nil, fmt.Errorf("%w: give at least one item", ErrBadRequest)
+	case len(req.Items) > a.limits.MaxBatchKeys:
+		return nil, fmt.Errorf("%w: %d items in one request, limits.max_batch_keys is %d", ErrTooLarge, len(req.Items), a.limits.MaxBatchKeys)
+	case req.Replicas < 0 || req.Replicas > 255:
+		return nil, fmt.Errorf("%w: replicas %d: want 1 to 255", ErrBadRequest, req.Replicas)
+	case req.Replicas > 1 && a.opts.Cluster == nil:
+		return nil, fmt.Errorf("%w: replicas %d on a node that runs alone", ErrBadRequest, req.Replicas)
+	}
+	ts := make([]target, len(req.Items))
+	for i, it := range req.Items {
+		switch {
+		case it.Key != nil && it.Name != "":
+			return nil, fmt.Errorf("%w: items[%d]: give key or name, not both", ErrBadRequest, i)
+		case it.Key != nil:
+			ts[i] = target{key: *it.Key, ns: req.Namespace}
+		default:
+			if err := validateObjectName(it.Name); err != nil {
+				return nil, fmt.Errorf("items[%d]: %w", i, err)
+			}
+			ts[i] = target{key: block.OpaqueKey(req.Namespace, []byte(it.Name)), ns: req.Namespace, object: true, name: it.Name}
+		}
+	}
+	return ts, nil
+}
+
+// shmPrologue decodes an HTTP request, checks it and acquires the
 // session; on an error it has answered and returns ok false. The caller
 // releases the session.
 func (a *API) shmPrologue(c *gin.Context) (req shmRequest, ts []target, sess *staging.Session, release func(), ok bool) {
@@ -88,44 +124,74 @@ func (a *API) shmPrologue(c *gin.Context) (req shmRequest, ts []target, sess *st
 		a.fail(c, err)
 		return
 	}
-	if err := block.ValidateNamespace(req.Namespace); err != nil {
+	ts, err := a.shmTargets(p, &req)
+	if err != nil {
 		a.fail(c, err)
 		return
 	}
-	if err := p.Authorize(req.Namespace); err != nil {
-		a.fail(c, err)
-		return
-	}
-	switch {
-	case len(req.Items) == 0:
-		a.fail(c, fmt.Errorf("%w: give at least one item", ErrBadRequest))
-		return
-	case len(req.Items) > a.limits.MaxBatchKeys:
-		a.fail(c, fmt.Errorf("%w: %d items in one request, limits.max_batch_keys is %d", ErrTooLarge, len(req.Items), a.limits.MaxBatchKeys))
-		return
-	}
-	ts = make([]target, len(req.Items))
-	for i, it := range req.Items {
-		switch {
-		case it.Key != nil && it.Name != "":
-			a.fail(c, fmt.Errorf("%w: items[%d]: give key or name, not both", ErrBadRequest, i))
-			return
-		case it.Key != nil:
-			ts[i] = target{key: *it.Key, ns: req.Namespace}
-		default:
-			if err := validateObjectName(it.Name); err != nil {
-				a.fail(c, fmt.Errorf("items[%d]: %w", i, err))
-				return
-			}
-			ts[i] = target{key: block.OpaqueKey(req.Namespace, []byte(it.Name)), ns: req.Namespace, object: true, name: it.Name}
-		}
-	}
-	sess, release, err := a.opts.Staging.Acquire(c.Param("session"), shmOwner(p))
+	sess, release, err = a.opts.Staging.Acquire(c.Param("session"), shmOwner(p))
 	if err != nil {
 		a.fail(c, fmt.Errorf("%w: %w", ErrNotFound, err))
 		return
 	}
 	return req, ts, sess, release, true
+}
+
+func (a *API) shmGet(c *gin.Context) {
+	req, ts, sess, release, ok := a.shmPrologue(c)
+	if !ok {
+		return
+	}
+	defer release()
+	c.JSON(http.StatusOK, a.shmGetItems(c.Request.Context(), principal(c), req, ts, sess.Bytes()))
+}
+
+func (a *API) shmPut(c *gin.Context) {
+	req, ts, sess, release, ok := a.shmPrologue(c)
+	if !ok {
+		return
+	}
+	defer release()
+	c.JSON(http.StatusOK, a.shmPutItems(c.Request.Context(), req, ts, sess.Bytes()))
+}
+
+// shmOp is a request on a staging session's own socket: the same as the
+// HTTP endpoints' body, plus which of them.
+type shmOp struct {
+	Op string `json:"op"` // get or put
+	shmRequest
+}
+
+// ServeShm answers one request line read from a staging session's socket
+// (staging.Options.Handle): the same work as POST /v1/shm/{session}/get or
+// /put, for the principal that opened the session, without an HTTP round
+// trip. It returns the answer line.
+func (a *API) ServeShm(ctx context.Context, sess *staging.Session, line []byte) []byte {
+	ctx, cancel := context.WithTimeout(ctx, a.limits.RequestTimeout)
+	defer cancel()
+	var out any
+	var req shmOp
+	err := decodeJSONBody(bytes.NewReader(line), &req)
+	p, _ := sess.Value.(auth.Principal)
+	var ts []target
+	if err == nil {
+		ts, err = a.shmTargets(p, &req.shmRequest)
+	}
+	switch {
+	case err != nil:
+	case req.Op == "get":
+		out = a.shmGetItems(ctx, p, req.shmRequest, ts, sess.Bytes())
+	case req.Op == "put":
+		out = a.shmPutItems(ctx, req.shmRequest, ts, sess.Bytes())
+	default:
+		err = fmt.Errorf("%w: op %q: want get or put", ErrBadRequest, req.Op)
+	}
+	if err != nil {
+		_, code := apiError(err)
+		out = errorBody{Error: errorDetail{Code: code, Message: err.Error()}}
+	}
+	b, _ := json.Marshal(out)
+	return b
 }
 
 // span checks an item's range against the segment.
@@ -141,21 +207,14 @@ func itemError(err error) *errorDetail {
 	return &errorDetail{Code: code, Message: err.Error()}
 }
 
-// shmGet copies blocks into the session's segment, each where its item
-// says; one item failing does not stop the others.
-func (a *API) shmGet(c *gin.Context) {
-	req, ts, sess, release, ok := a.shmPrologue(c)
-	if !ok {
-		return
-	}
-	defer release()
-	p := principal(c)
-	ctx := c.Request.Context()
+// shmGetItems copies blocks into seg, each where its item says; one item
+// failing does not stop the others.
+func (a *API) shmGetItems(ctx context.Context, p auth.Principal, req shmRequest, ts []target, seg []byte) shmResponse {
 	res := shmResponse{Results: make([]shmResult, len(ts))}
 	for i, t := range ts {
 		r := &res.Results[i]
 		r.Key = t.key
-		dst, err := span(req.Items[i], sess.Bytes())
+		dst, err := span(req.Items[i], seg)
 		if err != nil {
 			r.Status, r.Error = "error", itemError(err)
 			continue
@@ -175,7 +234,7 @@ func (a *API) shmGet(c *gin.Context) {
 			}
 		}
 	}
-	c.JSON(http.StatusOK, res)
+	return res
 }
 
 // errMissing marks a block that is not stored or not visible.
@@ -219,28 +278,14 @@ func (a *API) shmCopyOut(ctx context.Context, p auth.Principal, t target, it shm
 	return int64(copy(dst, data)), h.Checksum(), lvl, nil
 }
 
-// shmPut stores ranges of the session's segment as blocks, each as its
-// own put: one that fails stores nothing and the next is still tried.
-func (a *API) shmPut(c *gin.Context) {
-	req, ts, sess, release, ok := a.shmPrologue(c)
-	if !ok {
-		return
-	}
-	defer release()
-	if req.Replicas < 0 || req.Replicas > 255 {
-		a.fail(c, fmt.Errorf("%w: replicas %d: want 1 to 255", ErrBadRequest, req.Replicas))
-		return
-	}
-	if req.Replicas > 1 && a.opts.Cluster == nil {
-		a.fail(c, fmt.Errorf("%w: replicas %d on a node that runs alone", ErrBadRequest, req.Replicas))
-		return
-	}
-	ctx := c.Request.Context()
+// shmPutItems stores ranges of seg as blocks, each as its own put: one
+// that fails stores nothing and the next is still tried.
+func (a *API) shmPutItems(ctx context.Context, req shmRequest, ts []target, seg []byte) shmResponse {
 	res := shmResponse{Results: make([]shmResult, len(ts))}
 	for i, t := range ts {
 		r := &res.Results[i]
 		r.Key = t.key
-		src, err := span(req.Items[i], sess.Bytes())
+		src, err := span(req.Items[i], seg)
 		if err == nil && req.Items[i].Length > int64(a.limits.MaxBlockSize) {
 			err = fmt.Errorf("%w: block of %d bytes, limits.max_block_size is %d", ErrTooLarge, req.Items[i].Length, a.limits.MaxBlockSize)
 		}
@@ -269,7 +314,7 @@ func (a *API) shmPut(c *gin.Context) {
 			a.opts.Cluster.NoteReplicas(t.key, req.Replicas)
 		}
 	}
-	c.JSON(http.StatusOK, res)
+	return res
 }
 
 type clearRequest struct {

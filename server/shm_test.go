@@ -1,11 +1,13 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -192,5 +194,54 @@ func TestClearNamespace(t *testing.T) {
 	}
 	if r := clearNS(tokAlpha, "bad"); r.status != 400 {
 		t.Fatalf("bad namespace: %d", r.status)
+	}
+}
+
+func TestShmOnTheSessionSocket(t *testing.T) {
+	n := startNode(t, nodeOpts{auth: true, staging: true})
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: n.api.opts.Staging.Addr(), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "{\"token\":%q,\"size\":%d}\n", tokAlpha, 1<<16)
+	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(4))
+	nb, noob, _, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil || !bytes.Contains(buf[:nb], []byte(`"session"`)) {
+		t.Fatalf("hello: %q %v", buf[:nb], err)
+	}
+	msgs, _ := unix.ParseSocketControlMessage(oob[:noob])
+	fds, _ := unix.ParseUnixRights(&msgs[0])
+	mem, err := unix.Mmap(fds[0], 0, 1<<16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	unix.Close(fds[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	r := bufio.NewReader(c)
+	call := func(req string) string {
+		t.Helper()
+		fmt.Fprintln(c, req)
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return line
+	}
+	copy(mem, "over the socket")
+	if got := call(`{"op":"put","namespace":"alpha/llama","items":[{"name":"s","offset":0,"length":15}]}`); !strings.Contains(got, `"status":"created"`) {
+		t.Fatalf("put: %s", got)
+	}
+	if got := call(`{"op":"get","namespace":"alpha/llama","items":[{"name":"s","offset":100,"length":100},{"name":"nope","offset":0,"length":1}]}`); !strings.Contains(got, `"status":"ok"`) || !strings.Contains(got, `"missing"`) || string(mem[100:115]) != "over the socket" {
+		t.Fatalf("get: %s / %q", got, mem[100:115])
+	}
+	for req, code := range map[string]string{
+		`{"op":"move","namespace":"alpha/llama","items":[{"name":"s","length":1}]}`: "bad_request",
+		`{"op":"get","namespace":"beta/llama","items":[{"name":"s","length":1}]}`:   "forbidden",
+		`not json`: "invalid_json",
+	} {
+		if got := call(req); !strings.Contains(got, `"code":"`+code+`"`) {
+			t.Fatalf("%s: %s, want %s", req, got, code)
+		}
 	}
 }

@@ -22,7 +22,8 @@ class Staging:
     """One session: the mapping, an allocator of its ranges (safe for
     concurrent use) and the socket whose lifetime is the session's."""
 
-    def __init__(self, address: str, token: str | None, size: int, timeout: float = 10.0):
+    def __init__(self, address: str, token: str | None, size: int, timeout: float = 10.0,
+                 timeout_ops: float | None = 120.0):
         name = "\0" + address[1:] if address.startswith("@") else address
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(timeout)
@@ -54,14 +55,38 @@ class Staging:
         finally:
             for fd in fds:
                 os.close(fd)
-        s.settimeout(None)
+        s.settimeout(timeout_ops)
         self.sock = s
+        self._rfile = s.makefile("rb", buffering=64 << 10)
+        # One request at a time on the session's socket; the node answers
+        # them in order.
+        self._call_lock = threading.Lock()
         self.id: str = ans["session"]
         self.size = size
         self.view = memoryview(self.mm)
         self._free = [(0, size)]  # sorted, merged (offset, length)
         self._cond = threading.Condition()
         self._closed = False
+
+    def call(self, payload: dict) -> dict:
+        """Sends one request line on the session's socket and returns the
+        answer (the node's /v1/shm get and put, without HTTP)."""
+        line = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
+        with self._call_lock:
+            if self._closed:
+                raise ConnectionFailed(0, "closed", "the shared-memory session is closed")
+            try:
+                self.sock.sendall(line)
+                ans = self._rfile.readline()
+            except OSError as e:
+                raise ConnectionFailed(0, "shm", f"session socket: {e}") from e
+        if not ans.endswith(b"\n"):
+            raise ConnectionFailed(0, "shm", "the node closed the session")
+        out = json.loads(ans)
+        if "error" in out and "results" not in out:
+            e = out["error"]
+            raise error_for(0, e.get("code", "unknown"), e.get("message", ""))
+        return out
 
     def alloc(self, n: int, timeout: float = 60.0) -> int:
         """A range of n bytes (n <= size), waiting for one to be freed."""
@@ -108,4 +133,7 @@ class Staging:
             self.mm.close()
         except (BufferError, ValueError):
             pass  # a caller still holds a view; the mapping goes with the process
-        self.sock.close()
+        try:
+            self._rfile.close()
+        finally:
+            self.sock.close()

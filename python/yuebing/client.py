@@ -405,10 +405,10 @@ class Client:
                 st.view[off:off + len(v)] = v
                 reqs.append({**self._ref(n, k), "offset": off, "length": len(v)})
                 off += max(4096, (len(v) + 4095) // 4096 * 4096)
-            payload = {"namespace": ns, "items": reqs}
+            payload = {"op": "put", "namespace": ns, "items": reqs}
             if replicas:
                 payload["replicas"] = replicas
-            res = self._json("POST", f"/v1/shm/{st.id}/put", payload)
+            res = st.call(payload)
         finally:
             st.free(base, total)
         return [self._item(x) for x in res["results"]]
@@ -426,7 +426,7 @@ class Client:
                     r["from"] = o
                 reqs.append(r)
                 off += sz
-            res = self._json("POST", f"/v1/shm/{st.id}/get", {"namespace": ns, "items": reqs})
+            res = st.call({"op": "get", "namespace": ns, "items": reqs})
             out, off = [], base
             for (n, k, m, o), sz, x in zip(items, sizes, res["results"]):
                 it = self._item(x)

@@ -1,6 +1,7 @@
 package staging
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,9 +20,17 @@ type Options struct {
 	MaxBytes int64
 	// MaxSessions bounds open sessions. Default 64.
 	MaxSessions int
-	// Authenticate maps a bearer token to the session's owner; an error
+	// Authenticate maps a bearer token to the session's owner and a value
+	// kept with the session (Session.Value: who the caller is); an error
 	// refuses the session. Default: every token is accepted, owner "".
-	Authenticate func(token string) (owner string, err error)
+	Authenticate func(token string) (owner string, value any, err error)
+	// Handle, when set, answers requests sent on the session's socket
+	// after the descriptor, one line each, with one line each (without
+	// its newline). The session is held (its segment mapped) while it
+	// runs. Without it the client may send nothing more.
+	Handle func(ctx context.Context, s *Session, line []byte) []byte
+	// MaxRequestBytes bounds one request line. Default 8 MiB.
+	MaxRequestBytes int
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -38,7 +47,10 @@ func (o *Options) EnsureDefaults() {
 		o.MaxSessions = 64
 	}
 	if o.Authenticate == nil {
-		o.Authenticate = func(string) (string, error) { return "", nil }
+		o.Authenticate = func(string) (string, any, error) { return "", nil, nil }
+	}
+	if o.MaxRequestBytes == 0 {
+		o.MaxRequestBytes = 8 << 20
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

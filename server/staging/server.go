@@ -2,6 +2,7 @@ package staging
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -31,6 +32,10 @@ type Server struct {
 	ln   *net.UnixListener
 	wg   sync.WaitGroup
 
+	// ctx ends when the server closes: requests in flight stop.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu struct {
 		sync.Mutex
 		sessions map[string]*Session
@@ -44,7 +49,9 @@ type Server struct {
 type Session struct {
 	id, owner string
 	size      int64
-	mem       *rdma.SharedMemory
+	// Value is what Options.Authenticate returned with the owner.
+	Value any
+	mem   *rdma.SharedMemory
 	// mu is held shared while a request copies into or out of the
 	// segment, and exclusively to free it: a segment is never unmapped
 	// under a copy.
@@ -69,6 +76,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("staging: listen %s: %w", opts.Listen, err)
 	}
 	s := &Server{opts: opts, ln: ln}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.sessions = map[string]*Session{}
 	s.mu.conns = map[*net.UnixConn]struct{}{}
 	return s, nil
@@ -164,9 +172,49 @@ func (s *Server) handle(c *net.UnixConn) {
 		return
 	}
 	c.SetReadDeadline(time.Time{})
-	// The client sends nothing more; EOF (or anything else) ends the
-	// session.
-	io.Copy(io.Discard, io.LimitReader(c, 1))
+	c.SetWriteDeadline(time.Time{})
+	if s.opts.Handle == nil {
+		// The client sends nothing more; EOF (or anything else) ends
+		// the session.
+		io.Copy(io.Discard, io.LimitReader(c, 1))
+		return
+	}
+	s.requests(c, sess)
+}
+
+// requests answers the session's request lines until the client hangs up
+// or sends a line over MaxRequestBytes.
+func (s *Server) requests(c *net.UnixConn, sess *Session) {
+	r := bufio.NewReaderSize(c, 64<<10)
+	w := bufio.NewWriterSize(c, 64<<10)
+	var line []byte
+	for {
+		line = line[:0]
+		for {
+			chunk, err := r.ReadSlice('\n')
+			line = append(line, chunk...)
+			if len(line) > s.opts.MaxRequestBytes {
+				msg, _ := json.Marshal(answer{Error: &answerError{Code: "too_large", Message: fmt.Sprintf("staging: request line over %d bytes", s.opts.MaxRequestBytes)}})
+				w.Write(append(msg, '\n'))
+				w.Flush()
+				return
+			}
+			if err == nil {
+				break
+			}
+			if err != bufio.ErrBufferFull {
+				return
+			}
+		}
+		sess.mu.RLock()
+		out := s.opts.Handle(s.ctx, sess, line)
+		sess.mu.RUnlock()
+		w.Write(out)
+		w.WriteByte('\n')
+		if w.Flush() != nil {
+			return
+		}
+	}
 }
 
 // open reads the request and creates the session.
@@ -182,7 +230,7 @@ func (s *Server) open(c *net.UnixConn) (*Session, error) {
 	if h.Size <= 0 || h.Size > s.opts.MaxSessionBytes {
 		return nil, fmt.Errorf("%w: size %d: want 1 to %d bytes", ErrBadHello, h.Size, s.opts.MaxSessionBytes)
 	}
-	owner, err := s.opts.Authenticate(h.Token)
+	owner, value, err := s.opts.Authenticate(h.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +257,7 @@ func (s *Server) open(c *net.UnixConn) (*Session, error) {
 	}
 	var id [16]byte
 	rand.Read(id[:])
-	sess := &Session{id: hex.EncodeToString(id[:]), owner: owner, size: h.Size, mem: mem}
+	sess := &Session{id: hex.EncodeToString(id[:]), owner: owner, size: h.Size, mem: mem, Value: value}
 	s.mu.Lock()
 	s.mu.sessions[sess.id] = sess
 	s.mu.Unlock()
@@ -265,6 +313,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.mu.closed = true
+	s.cancel()
 	for c := range s.mu.conns {
 		c.Close()
 	}

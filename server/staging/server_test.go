@@ -3,11 +3,13 @@ package staging
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,11 +81,11 @@ func open(t *testing.T, s *Server, line string) (*net.UnixConn, answer, []byte) 
 }
 
 func TestSessionSharesMemory(t *testing.T) {
-	s := newServer(t, Options{Authenticate: func(tok string) (string, error) {
+	s := newServer(t, Options{Authenticate: func(tok string) (string, any, error) {
 		if tok != "secret" {
-			return "", errors.New("unknown token")
+			return "", nil, errors.New("unknown token")
 		}
-		return "alpha", nil
+		return "alpha", nil, nil
 	}})
 	c, a, mem := open(t, s, `{"token":"secret","size":65536}`+"\n")
 	if a.Size != 65536 || len(a.Session) != 32 {
@@ -134,11 +136,11 @@ func TestSessionSharesMemory(t *testing.T) {
 
 func TestRefusals(t *testing.T) {
 	s := newServer(t, Options{MaxSessionBytes: 1 << 20, MaxBytes: 1 << 20, MaxSessions: 2,
-		Authenticate: func(tok string) (string, error) {
+		Authenticate: func(tok string) (string, any, error) {
 			if tok != "ok" {
-				return "", errors.New("unknown token")
+				return "", nil, errors.New("unknown token")
 			}
-			return "", nil
+			return "", nil, nil
 		}})
 	f := func(line, code string) {
 		t.Helper()
@@ -185,5 +187,37 @@ func TestOptionsValidate(t *testing.T) {
 	o.EnsureDefaults()
 	if err := o.Validate(); err == nil {
 		t.Fatal("session larger than the total accepted")
+	}
+}
+
+func TestRequestsOnTheSocket(t *testing.T) {
+	s := newServer(t, Options{MaxRequestBytes: 1 << 10, Handle: func(_ context.Context, sess *Session, line []byte) []byte {
+		// Answers with what the segment holds at the offset the line
+		// names: the handler sees the client's writes.
+		var off int
+		fmt.Sscanf(string(line), "%d", &off)
+		return append([]byte(nil), sess.Bytes()[off:off+5]...)
+	}})
+	c, a, mem := open(t, s, `{"size":4096}`+"\n")
+	if a.Error != nil {
+		t.Fatal(a.Error)
+	}
+	copy(mem[100:], "hello")
+	copy(mem[200:], "world")
+	r := bufio.NewReader(c)
+	for _, tc := range []struct{ req, want string }{{"100\n", "hello"}, {"200\n", "world"}} {
+		c.Write([]byte(tc.req))
+		line, err := r.ReadString('\n')
+		if err != nil || line != tc.want+"\n" {
+			t.Fatalf("%q: %q %v", tc.req, line, err)
+		}
+	}
+	c.Write(append(bytes.Repeat([]byte("1"), 2<<10), '\n'))
+	line, _ := r.ReadString('\n')
+	if !strings.Contains(line, "too_large") {
+		t.Fatalf("long line: %q", line)
+	}
+	if _, err := r.ReadString('\n'); err == nil {
+		t.Fatal("connection still open after a line over the limit")
 	}
 }
