@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,5 +47,45 @@ func TestPython(t *testing.T) {
 			}
 			t.Logf("python suite over %s: %s", mode.name, time.Since(start).Round(time.Millisecond))
 		})
+	}
+}
+
+// TestBenchPython runs `yuebing bench python` on one small size: one JSON
+// object with a row per op and path, each against the raw socket of the
+// same run.
+func TestBenchPython(t *testing.T) {
+	if _, err := os.Stat(debianPython); err != nil {
+		t.Skipf("%s is absent: the Python benchmark needs it (apt-get install python3)", debianPython)
+	}
+	stdout, stderr, code := run(t, nil, "bench", "python", "--quick", "--sizes", "64KiB", "--json",
+		"--dram-capacity", "128MiB", "--python-dir", "../../python")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var out struct {
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
+	}
+	names := map[string]bool{}
+	for _, r := range out.Results {
+		names[r["name"].(string)] = true
+		for _, f := range []string{"gbps", "baseline_gbps", "ratio"} {
+			if v, ok := r[f].(float64); !ok || v <= 0 {
+				t.Errorf("%s: %s = %v", r["name"], f, r[f])
+			}
+		}
+		if r["baseline"] == "" {
+			t.Errorf("%s: no baseline", r["name"])
+		}
+	}
+	for _, want := range []string{"get_into/64KiB/shm", "get_into/64KiB/socket", "put_from/64KiB/shm", "put_from/64KiB/socket"} {
+		if !names[want] {
+			t.Errorf("no row %s in %v", want, names)
+		}
+	}
+	if _, _, code := run(t, nil, "bench", "python", "--python-dir", "/nonexistent"); code == 0 {
+		t.Error("a missing package directory was accepted")
 	}
 }
