@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/block/frame"
 	"github.com/yuebing/yuebing/index"
 	"github.com/yuebing/yuebing/server/auth"
 	"github.com/yuebing/yuebing/server/staging"
@@ -261,7 +262,7 @@ func (a *API) shmCopyOut(ctx context.Context, p auth.Principal, t target, it shm
 	}
 	defer h.Release()
 	lvl := int(level)
-	if level == frameTierRemote {
+	if level == frame.TierRemote {
 		lvl = tier.RemoteLevel
 	}
 	data := h.Bytes()
