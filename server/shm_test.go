@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/server/auth"
 )
 
 // shmSession opens a staging session as a same-host client does and maps
@@ -244,4 +245,52 @@ func TestShmOnTheSessionSocket(t *testing.T) {
 			t.Fatalf("%s: %s, want %s", req, got, code)
 		}
 	}
+}
+
+// FuzzServeShm: whatever line a session's client sends, the answer is one
+// JSON object and the node neither panics nor touches memory outside the
+// segment.
+func FuzzServeShm(f *testing.F) {
+	f.Add([]byte(`{"op":"put","namespace":"alpha/llama","items":[{"name":"a","offset":0,"length":10}]}`))
+	f.Add([]byte(`{"op":"get","namespace":"alpha/llama","items":[{"name":"a","offset":4090,"length":10,"from":5}]}`))
+	f.Add([]byte(`{"op":"get","namespace":"alpha/llama","items":[{"key":"00","offset":-1,"length":-1}]}`))
+	f.Add([]byte(`{"op":"put","namespace":"alpha/llama","replicas":300,"items":[]}`))
+	n := startNode(f, nodeOpts{staging: true})
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: n.api.opts.Staging.Addr(), Net: "unix"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "{\"size\":4096}\n")
+	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(4))
+	nb, noob, _, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var a struct{ Session string }
+	json.Unmarshal(buf[:nb], &a)
+	if msgs, err := unix.ParseSocketControlMessage(oob[:noob]); err == nil && len(msgs) == 1 {
+		if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}
+	}
+	sess, release, err := n.api.opts.Staging.Acquire(a.Session, shmOwner(auth.Open))
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer release()
+	f.Fuzz(func(t *testing.T, line []byte) {
+		out := n.api.ServeShm(t.Context(), sess, line)
+		var v map[string]any
+		if err := json.Unmarshal(out, &v); err != nil {
+			t.Fatalf("answer %q is not a JSON object: %v", out, err)
+		}
+		if _, ok := v["results"]; !ok {
+			if _, ok := v["error"]; !ok {
+				t.Fatalf("answer %q has neither results nor error", out)
+			}
+		}
+	})
 }

@@ -219,16 +219,9 @@ func (s *Server) requests(c *net.UnixConn, sess *Session) {
 
 // open reads the request and creates the session.
 func (s *Server) open(c *net.UnixConn) (*Session, error) {
-	line, err := bufio.NewReaderSize(io.LimitReader(c, maxHello), maxHello).ReadSlice('\n')
+	h, err := readHello(c, s.opts.MaxSessionBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: want one line of JSON ending in a newline, at most %d bytes: %v", ErrBadHello, maxHello, err)
-	}
-	var h hello
-	if err := json.Unmarshal(line, &h); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadHello, err)
-	}
-	if h.Size <= 0 || h.Size > s.opts.MaxSessionBytes {
-		return nil, fmt.Errorf("%w: size %d: want 1 to %d bytes", ErrBadHello, h.Size, s.opts.MaxSessionBytes)
+		return nil, err
 	}
 	owner, value, err := s.opts.Authenticate(h.Token)
 	if err != nil {
@@ -262,6 +255,22 @@ func (s *Server) open(c *net.UnixConn) (*Session, error) {
 	s.mu.sessions[sess.id] = sess
 	s.mu.Unlock()
 	return sess, nil
+}
+
+// readHello reads and checks a client's request: one line of JSON.
+func readHello(r io.Reader, maxSize int64) (hello, error) {
+	var h hello
+	line, err := bufio.NewReaderSize(io.LimitReader(r, maxHello), maxHello).ReadSlice('\n')
+	if err != nil {
+		return h, fmt.Errorf("%w: want one line of JSON ending in a newline, at most %d bytes: %v", ErrBadHello, maxHello, err)
+	}
+	if err := json.Unmarshal(line, &h); err != nil {
+		return h, fmt.Errorf("%w: %v", ErrBadHello, err)
+	}
+	if h.Size <= 0 || h.Size > maxSize {
+		return h, fmt.Errorf("%w: size %d: want 1 to %d bytes", ErrBadHello, h.Size, maxSize)
+	}
+	return h, nil
 }
 
 // free forgets the session, waits for requests using it and unmaps it.
