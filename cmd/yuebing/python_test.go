@@ -21,6 +21,15 @@ func TestPython(t *testing.T) {
 		t.Skipf("%s is absent: the Python client's tests need it (apt-get install python3)", debianPython)
 	}
 	n := serve(t, t.TempDir(), "--dram-capacity", "256MiB", "--ssd-capacity", "512MiB")
+	// A second node with bearer tokens, for the tests of authentication
+	// and tenants.
+	adir := t.TempDir()
+	tokens := filepath.Join(adir, "tokens.yaml")
+	const alpha, beta = "alpha-python-token-0001", "beta-python-token-00002"
+	if err := os.WriteFile(tokens, []byte(alpha+": {tenant: alpha, role: tenant}\n"+beta+": {tenant: beta, role: tenant}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	an := serve(t, filepath.Join(adir, "data"), "--auth-tokens-file", tokens)
 	dir, err := filepath.Abs("../../python/tests")
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +44,8 @@ func TestPython(t *testing.T) {
 			cmd := exec.CommandContext(t.Context(), debianPython, "-m", "unittest", "discover", "-v", "-s", dir, "-t", dir)
 			cmd.Dir = dir
 			cmd.Env = append(envWithout("YUEBING_"), "YUEBING_URL="+n.url, "YUEBING_SHM="+mode.shm,
-				"YUEBING_STRESS_KEYS="+keys, "PYTHONDONTWRITEBYTECODE=1")
+				"YUEBING_STRESS_KEYS="+keys, "PYTHONDONTWRITEBYTECODE=1",
+				"YUEBING_AUTH_URL="+an.url, "YUEBING_TEST_TOKEN_ALPHA="+alpha, "YUEBING_TEST_TOKEN_BETA="+beta)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("python suite (%s): %v\n%s", mode.name, err, out)
