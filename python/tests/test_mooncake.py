@@ -221,6 +221,15 @@ class MooncakeTest(unittest.TestCase):
         self.assertEqual(self.s.remove("sys"), 0)  # removing drops the pin
         self.assertEqual(native.list_contexts(), [])
         self.assertEqual(self.s.upsert("", b"x"), INVALID)
+        # Mooncake's checks, before anything is written: a TTL needs ENABLE
+        # (or with_soft_pin) and must not be negative or over the limit.
+        for action, ttl in [(SoftPinAction.PRESERVE, 10), (SoftPinAction.DISABLE, 10), (SoftPinAction.ENABLE, -1),
+                            (SoftPinAction.ENABLE, 10**12)]:
+            bad = ReplicateConfig()
+            bad.soft_pin_action, bad.soft_pin_ttl_ms = action, ttl
+            self.assertEqual(self.s.put("never", b"x", bad), INVALID, (action, ttl))
+            self.assertEqual(self.s.batch_put_from(["never"], [self.ptr], [1], bad), [INVALID])
+        self.assertEqual(self.s.is_exist("never"), 0)
         self.assertIn("soft_pin_action=ENABLE", str(on))
 
     def test_upsert_from(self):

@@ -236,6 +236,23 @@ class MooncakeDistributedStore:
 
     # -- pins ---------------------------------------------------------------
 
+    @staticmethod
+    def _pin_error(config: ReplicateConfig | None) -> int:
+        """Mooncake's checks of a soft-pin request, made before anything is
+        written: a TTL needs ENABLE (or with_soft_pin), and fits the
+        longest pin a node grants by default."""
+        if config is None:
+            return 0
+        try:
+            action = SoftPinAction(config.soft_pin_action)
+        except ValueError:
+            return ErrorCode.INVALID_PARAMS
+        enabling = action == SoftPinAction.ENABLE or (action == SoftPinAction.PRESERVE and (config.with_soft_pin or config.with_hard_pin))
+        ttl = config.soft_pin_ttl_ms
+        if ttl is not None and (not enabling or not isinstance(ttl, int) or ttl < 0 or ttl > HARD_PIN_TTL_S * 1000):
+            return ErrorCode.INVALID_PARAMS
+        return 0
+
     def _pin(self, keys: list[str], config: ReplicateConfig | None) -> int:
         """Applies config's soft-pin request to keys just written."""
         if config is None:
@@ -260,8 +277,6 @@ class MooncakeDistributedStore:
             ttl = HARD_PIN_TTL_S
         else:
             ms = DEFAULT_SOFT_PIN_TTL_MS if config.soft_pin_ttl_ms is None else int(config.soft_pin_ttl_ms)
-            if ms < 0:
-                return ErrorCode.INVALID_PARAMS
             if ms == 0:
                 return 0  # Mooncake: a zero TTL registers no pin
             ttl = max(1, math.ceil(ms / 1000))
@@ -292,7 +307,7 @@ class MooncakeDistributedStore:
     def put(self, key: str, value, config: ReplicateConfig | None = None) -> int:
         """Stores value (bytes-like) under key. An existing key is kept as
         it is and the put succeeds (objects are immutable; see upsert)."""
-        if not _key_ok(key):
+        if not _key_ok(key) or self._pin_error(config):
             return ErrorCode.INVALID_PARAMS
         try:
             if len(memoryview(value)) == 0:
@@ -311,7 +326,7 @@ class MooncakeDistributedStore:
     def upsert(self, key: str, value, config: ReplicateConfig | None = None) -> int:
         """Stores value under key, replacing what is there. Not atomic: a
         reader in between may miss the key (never sees a mix)."""
-        if not _key_ok(key):
+        if not _key_ok(key) or self._pin_error(config):
             return ErrorCode.INVALID_PARAMS
         try:
             c = self._client()
@@ -325,7 +340,7 @@ class MooncakeDistributedStore:
         """Stores each value; 0 when all succeeded, else the first key's
         error code (the others are still stored)."""
         keys, values = list(keys), list(values)
-        if len(keys) != len(values) or not all(_key_ok(k) for k in keys):
+        if len(keys) != len(values) or not all(_key_ok(k) for k in keys) or self._pin_error(config):
             return ErrorCode.INVALID_PARAMS
         if not keys:
             return 0
@@ -488,7 +503,7 @@ class MooncakeDistributedStore:
 
     def put_from(self, key: str, buffer_ptr: int, size: int, config: ReplicateConfig | None = None) -> int:
         """Stores size bytes at buffer_ptr (inside a registered buffer)."""
-        if not _key_ok(key):
+        if not _key_ok(key) or self._pin_error(config):
             return ErrorCode.INVALID_PARAMS
         try:
             self._client().put(key, self._view(buffer_ptr, size), replicas=self._replicas(config))
@@ -516,7 +531,7 @@ class MooncakeDistributedStore:
     def batch_put_from(self, keys, buffer_ptrs, sizes, config: ReplicateConfig | None = None) -> list[int]:
         """One code per key; mismatched lengths fail every key."""
         keys, ptrs, sizes = list(keys), list(buffer_ptrs), list(sizes)
-        if not (len(keys) == len(ptrs) == len(sizes)):
+        if not (len(keys) == len(ptrs) == len(sizes)) or self._pin_error(config):
             return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
         out = [0] * len(keys)
         todo, views = [], []
