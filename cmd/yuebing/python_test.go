@@ -67,6 +67,9 @@ func TestBenchPython(t *testing.T) {
 	if _, err := os.Stat(debianPython); err != nil {
 		t.Skipf("%s is absent: the Python benchmark needs it (apt-get install python3)", debianPython)
 	}
+	if testing.Short() {
+		t.Skip("-short: the Python benchmark's smoke run is left to the full run")
+	}
 	stdout, stderr, code := run(t, nil, "bench", "python", "--quick", "--sizes", "64KiB", "--json",
 		"--dram-capacity", "128MiB", "--python-dir", "../../python")
 	if code != 0 {
