@@ -534,29 +534,29 @@ class MooncakeDistributedStore:
         if not (len(keys) == len(ptrs) == len(sizes)) or self._pin_error(config):
             return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
         out = [0] * len(keys)
-        todo, views = [], []
+        pending, views = [], []
         for i, (k, p, n) in enumerate(zip(keys, ptrs, sizes)):
             try:
                 if not _key_ok(k):
                     raise BadRequest(0, "bad_request", f"key {k!r}")
                 views.append(self._view(p, n))
-                todo.append(i)
+                pending.append(i)
             except YuebingError as e:
                 out[i] = _code(e)
-        if todo:
+        if pending:
             try:
-                items = self._client().put_many([keys[i] for i in todo], views, replicas=self._replicas(config))
-                for i, it in zip(todo, items):
+                items = self._client().put_many([keys[i] for i in pending], views, replicas=self._replicas(config))
+                for i, it in zip(pending, items):
                     out[i] = _code(it.error) if it.error is not None else 0
-                pinned = [keys[i] for i in todo if out[i] == 0]
+                pinned = [keys[i] for i in pending if out[i] == 0]
                 if pinned:
                     rc = self._pin(pinned, config)
                     if rc:
-                        for i in todo:
+                        for i in pending:
                             if out[i] == 0:
                                 out[i] = rc
             except YuebingError as e:
-                for i in todo:
+                for i in pending:
                     out[i] = _code(e)
         return [int(x) for x in out]
 
@@ -570,19 +570,19 @@ class MooncakeDistributedStore:
 
     def _gets(self, keys, ptrs, sizes, froms) -> list[int]:
         out = [0] * len(keys)
-        todo, views = [], []
+        pending, views = [], []
         for i, (k, p, n) in enumerate(zip(keys, ptrs, sizes)):
             try:
                 if not _key_ok(k):
                     raise BadRequest(0, "bad_request", f"key {k!r}")
                 views.append(self._view(p, n))
-                todo.append(i)
+                pending.append(i)
             except YuebingError as e:
                 out[i] = _code(e)
-        if todo:
+        if pending:
             try:
-                items = self._client().get_many_into([keys[i] for i in todo], views, offsets=[froms[i] for i in todo])
-                for i, it in zip(todo, items):
+                items = self._client().get_many_into([keys[i] for i in pending], views, offsets=[froms[i] for i in pending])
+                for i, it in zip(pending, items):
                     if it.status == "missing":
                         out[i] = ErrorCode.OBJECT_NOT_FOUND
                     elif it.error is not None:
@@ -590,7 +590,7 @@ class MooncakeDistributedStore:
                     else:
                         out[i] = it.size
             except YuebingError as e:
-                for i in todo:
+                for i in pending:
                     out[i] = _code(e)
         return [int(x) for x in out]
 
