@@ -150,6 +150,19 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.c.get_many(["a", "b", "c"]), [None, None, None])
         self.assertEqual(other.get("a"), b"keep")
 
+    @unittest.skipUnless(SHM, "shared memory only")
+    def test_broken_session_falls_back_to_the_socket(self):
+        data = pattern(5, 100_000)
+        self.c.put("fb", data)
+        import socket
+        self.c._shm.sock.shutdown(socket.SHUT_RDWR)  # as if the node had gone away
+        buf = bytearray(200_000)
+        self.assertEqual(self.c.get_into("fb", buf), len(data))
+        self.assertEqual(buf[:len(data)], data)
+        self.assertFalse(self.c.shm)
+        self.assertEqual(self.c.put("fb2", memoryview(data)).status, "created")
+        self.assertEqual(self.c.get("fb2"), data)
+
     def test_unreachable(self):
         with self.assertRaises(yuebing.ConnectionFailed):
             yuebing.Client("http://127.0.0.1:1", shm=False).get("x")

@@ -78,15 +78,34 @@ class Staging:
             try:
                 self.sock.sendall(line)
                 ans = self._rfile.readline()
-            except OSError as e:
-                raise ConnectionFailed(0, "shm", f"session socket: {e}") from e
-        if not ans.endswith(b"\n"):
-            raise ConnectionFailed(0, "shm", "the node closed the session")
+                if not ans.endswith(b"\n"):
+                    raise ConnectionFailed(0, "shm", "the node closed the session")
+            except BaseException as e:
+                # A request cut off half way (an error, a timeout, an
+                # interrupt) would leave its answer to the next caller:
+                # the session is unusable from here on.
+                self._broken()
+                if isinstance(e, OSError):
+                    raise ConnectionFailed(0, "shm", f"session socket: {e}") from e
+                raise
         out = json.loads(ans)
         if "error" in out and "results" not in out:
             e = out["error"]
             raise error_for(0, e.get("code", "unknown"), e.get("message", ""))
         return out
+
+    def _broken(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def alloc(self, n: int, timeout: float = 60.0) -> int:
         """A range of n bytes (n <= size), waiting for one to be freed."""

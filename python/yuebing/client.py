@@ -102,6 +102,17 @@ class Client:
         info = self._json("GET", "/v1/shm")
         return Staging(info["socket"], self._token, size)
 
+    def _usable_shm(self) -> Staging | None:
+        st = self._shm
+        return st if st is not None and not st.closed else None
+
+    def _drop_shm(self) -> None:
+        """Gives up shared memory after its session broke: the calls go on
+        over the socket. The mapping stays until no call uses it."""
+        st, self._shm = self._shm, None
+        if st is not None:
+            st.close()
+
     @property
     def shm(self) -> bool:
         """Whether the zero-copy calls go through shared memory."""
@@ -163,8 +174,13 @@ class Client:
         ``key``). An existing key is not rewritten (status "exists")."""
         ns = self._ns(namespace)
         mv = _mv(data)
-        if self._shm is not None and 0 < len(mv) <= self._shm.size:
-            it = self._shm_put(ns, [(name, key, mv)], replicas)[0]
+        st = self._usable_shm()
+        if st is not None and 0 < len(mv) <= st.size:
+            try:
+                it = self._shm_put(st, ns, [(name, key, mv)], replicas)[0]
+            except ConnectionFailed:
+                self._drop_shm()
+                return self.put(name, data, key=key, namespace=namespace, replicas=replicas)
             if it.error is not None:
                 raise it.error
             return it
@@ -190,8 +206,13 @@ class Client:
         exactly len(buf) bytes of the object from that offset instead."""
         mv = _mv(buf, writable=True)
         ns = self._ns(namespace)
-        if self._shm is not None and 0 < len(mv) <= self._shm.size:
-            it = self._shm_get(ns, [(name, key, mv, offset)])[0]
+        st = self._usable_shm()
+        if st is not None and 0 < len(mv) <= st.size:
+            try:
+                it = self._shm_get(st, ns, [(name, key, mv, offset)])[0]
+            except ConnectionFailed:
+                self._drop_shm()
+                return self.get_into(name, buf, key=key, namespace=namespace, offset=offset)
             if it.error is not None:
                 raise it.error
             if it.status == "missing":
@@ -280,11 +301,15 @@ class Client:
         if not ts:
             return []
         ns = self._ns(namespace)
-        if self._shm is not None and all(0 < len(v) for v in vals):
-            out: list[Item] = []
-            for group in self._groups([(n, k, v) for (n, k), v in zip(ts, vals)], lambda x: len(x[2])):
-                out += self._shm_put(ns, group, replicas)
-            return out
+        st = self._usable_shm()
+        if st is not None and all(0 < len(v) for v in vals):
+            try:
+                out: list[Item] = []
+                for group in self._groups(st, [(n, k, v) for (n, k), v in zip(ts, vals)], lambda x: len(x[2])):
+                    out += self._shm_put(st, ns, group, replicas)
+                return out
+            except ConnectionFailed:
+                self._drop_shm()  # puts are idempotent: the socket path redoes them all
         if ts[0][1] is not None:
             return self._frames_put(ns, ts, vals, replicas)
         out = []
@@ -360,14 +385,18 @@ class Client:
             raise BadRequest(0, "bad_request", f"{len(ts)} keys and {len(mvs)} buffers")
         offs = list(offsets) if offsets is not None else [None] * len(ts)
         ns = self._ns(namespace)
-        if self._shm is not None:
+        st = self._usable_shm()
+        if st is not None:
             reqs = [(n, k, m, o) for (n, k), m, o in zip(ts, mvs, offs)]
-            small = [r for r in reqs if 0 < len(r[2]) <= self._shm.size]
+            small = [r for r in reqs if 0 < len(r[2]) <= st.size]
             if len(small) == len(reqs):
-                out: list[Item] = []
-                for group in self._groups(reqs, lambda x: len(x[2])):
-                    out += self._shm_get(ns, group)
-                return out
+                try:
+                    out: list[Item] = []
+                    for group in self._groups(st, reqs, lambda x: len(x[2])):
+                        out += self._shm_get(st, ns, group)
+                    return out
+                except ConnectionFailed:
+                    self._drop_shm()
         out = []
         for (n, k), m, o in zip(ts, mvs, offs):
             try:
@@ -381,9 +410,10 @@ class Client:
 
     # -- shared memory --------------------------------------------------
 
-    def _groups(self, items, size):
+    @staticmethod
+    def _groups(st: Staging, items, size):
         """Splits items into runs whose sizes fit the segment together."""
-        cap = self._shm.size // 2 if self._shm.size >= 2 << 20 else self._shm.size
+        cap = st.size // 2 if st.size >= 2 << 20 else st.size
         group, used = [], 0
         for it in items:
             n = max(4096, (size(it) + 4095) // 4096 * 4096)
@@ -395,8 +425,7 @@ class Client:
         if group:
             yield group
 
-    def _shm_put(self, ns, items, replicas) -> list[Item]:
-        st = self._shm
+    def _shm_put(self, st: Staging, ns, items, replicas) -> list[Item]:
         total = sum(max(4096, (len(v) + 4095) // 4096 * 4096) for _, _, v in items)
         base = st.alloc(total)
         try:
@@ -413,8 +442,7 @@ class Client:
             st.free(base, total)
         return [self._item(x) for x in res["results"]]
 
-    def _shm_get(self, ns, items) -> list[Item]:
-        st = self._shm
+    def _shm_get(self, st: Staging, ns, items) -> list[Item]:
         sizes = [max(4096, (len(m) + 4095) // 4096 * 4096) for _, _, m, _ in items]
         total = sum(sizes)
         base = st.alloc(total)
