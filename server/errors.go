@@ -90,7 +90,7 @@ func apiError(err error) (status int, code string) {
 		return http.StatusTooManyRequests, "overloaded"
 	case errors.Is(err, tier.ErrNoSpace):
 		return http.StatusInsufficientStorage, "no_space"
-	case errors.Is(err, ErrUnavailable), errors.Is(err, tier.ErrClosed):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, tier.ErrUnavailable), errors.Is(err, tier.ErrClosed):
 		return http.StatusServiceUnavailable, "unavailable"
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, "timeout"

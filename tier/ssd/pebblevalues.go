@@ -81,7 +81,7 @@ func OpenPebble(opts Options) (*PebbleStore, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("ssd: %w", err)
 	}
-	db, err := openPebble(opts.Dir, opts.IndexCacheSize, opts.Logger)
+	db, err := openPebble(opts.Dir, opts.IndexCacheSize, opts.IndexFS, opts.Logger)
 	if err != nil {
 		c.close()
 		return nil, err
@@ -148,12 +148,12 @@ func (p *PebbleStore) Put(ctx context.Context, key block.Key, value []byte, opts
 	if p.opts.NoSync {
 		wo = pebble.NoSync
 	}
-	if err := p.db.Set(valueKey(key), rec, wo); err != nil {
+	if err := pebbleSet(p.db, valueKey(key), rec, wo); err != nil {
 		p.mu.Lock()
 		delete(p.mu.blocks, key)
 		p.mu.used -= e.size
 		p.mu.Unlock()
-		return fmt.Errorf("ssd: writing block: %w", err)
+		return fmt.Errorf("%w: ssd: writing block: %w", tier.ErrUnavailable, err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -206,7 +206,7 @@ func (p *PebbleStore) dropVictims(ctx context.Context, victims []block.Key) {
 	for _, k := range victims {
 		b.Delete(valueKey(k), nil)
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := commitBatch(b, pebble.NoSync); err != nil {
 		p.opts.Logger.Warn("ssd: deleting evicted blocks", "err", err)
 	}
 	if h := p.onEvict.Load(); h != nil {
@@ -263,7 +263,7 @@ func (p *PebbleStore) Get(_ context.Context, key block.Key) (*tier.Handle, error
 			p.corrupt.Add(1)
 		}
 		p.mu.Unlock()
-		p.db.Delete(valueKey(key), pebble.NoSync)
+		pebbleDelete(p.db, valueKey(key))
 		return nil, fmt.Errorf("ssd: block %v: %w", key, err)
 	}
 	p.hits.Add(1)
@@ -341,8 +341,8 @@ func (p *PebbleStore) Delete(key block.Key) error {
 	p.removeLocked(key, e)
 	p.mu.Unlock()
 	p.deletes.Add(1)
-	if err := p.db.Delete(valueKey(key), pebble.NoSync); err != nil {
-		return fmt.Errorf("ssd: deleting block: %w", err)
+	if err := pebbleDelete(p.db, valueKey(key)); err != nil {
+		return fmt.Errorf("%w: ssd: deleting block: %w", tier.ErrUnavailable, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/yuebing/yuebing/block"
 )
@@ -88,14 +89,67 @@ func decodeLocation(b []byte) (location, error) {
 	return l, nil
 }
 
-func openPebble(dir string, cacheSize int64, log *slog.Logger) (*pebble.DB, error) {
+func openPebble(dir string, cacheSize int64, fs vfs.FS, log *slog.Logger) (db *pebble.DB, err error) {
 	cache := pebble.NewCache(cacheSize)
 	defer cache.Unref()
-	db, err := pebble.Open(dir, &pebble.Options{Cache: cache, Logger: pebbleLogger{log}})
+	defer catchFatal(&err)
+	db, err = pebble.Open(dir, &pebble.Options{Cache: cache, FS: fs, Logger: pebbleLogger{log}})
 	if err != nil {
 		return nil, fmt.Errorf("ssd: opening index in %s: %w", dir, err)
 	}
 	return db, nil
+}
+
+// pebbleFatal is what pebble's Fatalf panics with. Pebble calls it when a
+// WAL write fails ("the commit pipeline will be horked"); the tier catches
+// it where it commits, treats the index as failed and reopens it later
+// (faults.go). A Fatalf on one of pebble's own goroutines still ends the
+// process, as pebble intends.
+type pebbleFatal string
+
+func (f pebbleFatal) Error() string { return string(f) }
+
+// catchFatal turns a pebbleFatal panic into *err; other panics go on.
+func catchFatal(err *error) {
+	if r := recover(); r != nil {
+		f, ok := r.(pebbleFatal)
+		if !ok {
+			panic(r)
+		}
+		*err = f
+	}
+}
+
+// commitBatch commits b, turning pebble's fatal commit error into an error.
+func commitBatch(b *pebble.Batch, wo *pebble.WriteOptions) (err error) {
+	defer catchFatal(&err)
+	defer b.Close()
+	return b.Commit(wo)
+}
+
+// pebbleSet and pebbleDelete are db.Set and db.Delete (NoSync) with
+// pebble's fatal commit error turned into an error.
+func pebbleSet(db *pebble.DB, k, v []byte, wo *pebble.WriteOptions) (err error) {
+	defer catchFatal(&err)
+	return db.Set(k, v, wo)
+}
+
+func pebbleDelete(db *pebble.DB, k []byte) (err error) {
+	defer catchFatal(&err)
+	return db.Delete(k, pebble.NoSync)
+}
+
+// flushIndex flushes a healthy pebble instance's memtable.
+func flushIndex(db *pebble.DB) (err error) {
+	defer catchFatal(&err)
+	return db.Flush()
+}
+
+// closeIndex closes a pebble instance, possibly a failed one, ignoring
+// what a failed one reports.
+func closeIndex(db *pebble.DB) (err error) {
+	defer catchFatal(&err)
+	return db.Close()
 }
 
 // pebbleLogger routes pebble's log lines to slog; its routine chatter
@@ -109,5 +163,5 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
 }
 func (p pebbleLogger) Fatalf(format string, args ...any) {
-	panic("pebble: " + fmt.Sprintf(format, args...))
+	panic(pebbleFatal("pebble: " + fmt.Sprintf(format, args...)))
 }

@@ -190,11 +190,11 @@ func TestLostIndexTailIsRescanned(t *testing.T) {
 	segID, rewind := e.seg.id, e.off
 	s.mu.Unlock()
 	for _, k := range keys[7:] {
-		s.db.Delete(blockIndexKey(k), nil)
+		s.idx.db.Delete(blockIndexKey(k), nil)
 	}
 	var m [8]byte
 	putUint64(m[:], uint64(rewind))
-	s.db.Set(markerKey(segID), m[:], nil)
+	s.idx.db.Set(markerKey(segID), m[:], nil)
 	s.Close()
 
 	s = openTest(t, Options{Dir: dir, Capacity: 16 << 20})
