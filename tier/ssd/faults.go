@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/tier"
 )
 
@@ -31,7 +32,9 @@ import (
 //     again, into a new segment.
 //   - A read error that is not a verification failure keeps the block: the
 //     sector may read fine once the device recovers, and the block was
-//     acknowledged as durable. A block whose bytes do not verify is dropped.
+//     acknowledged as durable. The probe reads it again; a block still
+//     unreadable after maxReadProbes probes is dropped, as is a block whose
+//     bytes do not verify.
 //   - A failed fdatasync (fsyncgate): Linux reports a writeback error once
 //     and may mark the failed pages clean, so a second fdatasync can succeed
 //     without the data ever reaching the device. The tier therefore never
@@ -63,6 +66,9 @@ var ioOps = []string{opRead, opWrite, opSync, opCreate, opIndex}
 type ioError struct {
 	op  string
 	err error
+	// key and e name the block a failed read was for, when there was one.
+	key block.Key
+	e   *entry
 }
 
 func (e *ioError) Error() string   { return fmt.Sprintf("ssd: %s failed: %v", e.op, e.err) }
@@ -78,6 +84,11 @@ type health struct {
 	gen      uint64 // faults seen; a probe that overlaps one does not clear it
 	probing  bool
 	stopped  bool // the tier is closing: no new probe
+	// The block whose failed read began a read episode: the probe reads
+	// it again, and drops it after maxReadProbes failures.
+	readKey    block.Key
+	readEntry  *entry
+	readProbes int
 
 	ioErrors   [5]atomic.Int64 // by ioOps
 	recoveries atomic.Int64
@@ -121,6 +132,7 @@ func (s *SSD) fault(e *ioError) {
 		return
 	}
 	h.degraded, h.cause, h.reason, h.since = true, cause, e.err.Error(), s.opts.Now()
+	h.readKey, h.readEntry, h.readProbes = e.key, e.e, 0
 	start := !h.probing && !h.stopped
 	h.probing = h.probing || start
 	h.mu.Unlock()
@@ -205,30 +217,91 @@ func (s *SSD) probe() error {
 	if !bytes.Equal(got, want) {
 		return errors.New("ssd: probe read back other bytes")
 	}
+	if err := s.probeRead(); err != nil {
+		return err
+	}
 	if s.idxFailed.Load() {
 		return s.reopenIndex()
 	}
 	return nil
 }
 
-// reopenIndex replaces a failed pebble instance with a new one over the
-// same directory and rewrites the index from the in-memory map, in one
-// synced batch: whatever the failed instance lost (its unsynced WAL tail,
-// deletes made since) is put right.
+// maxReadProbes is how many probes may find a block unreadable before it
+// is dropped: a sector that the device cannot read after minutes of
+// retries (the backoff doubles up to MaxProbeInterval) is lost, and a
+// cache is better off without the block than degraded for good.
+const maxReadProbes = 8
+
+// probeRead reads again the block whose failed read began the episode.
+func (s *SSD) probeRead() error {
+	h := &s.health
+	h.mu.Lock()
+	key, e := h.readKey, h.readEntry
+	h.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	s.mu.Lock()
+	seg := e.seg
+	if s.mu.blocks[key] != e || seg == nil || s.mu.closed {
+		s.mu.Unlock()
+		return nil // gone or moved meanwhile: nothing left to read
+	}
+	seg.refs++
+	s.mu.Unlock()
+	_, _, err := s.readFullRecord(seg, e, key)
+	s.mu.Lock()
+	s.releaseSegLocked(seg)
+	s.mu.Unlock()
+	if err == nil {
+		return nil
+	}
+	h.mu.Lock()
+	h.readProbes++
+	tries := h.readProbes
+	h.mu.Unlock()
+	if ioe := (*ioError)(nil); errors.As(err, &ioe) && tries < maxReadProbes {
+		return err
+	}
+	s.mu.Lock()
+	if s.mu.blocks[key] == e {
+		s.dropEntryLocked(key, e)
+		s.corrupt.Add(1)
+	}
+	s.mu.Unlock()
+	s.emptyTrash()
+	s.opts.Logger.Error("ssd: dropping a block its device cannot read", "key", key, "attempts", tries, "err", err)
+	return nil
+}
+
+// reopenIndex replaces a failed pebble instance with a new one in a fresh
+// directory and rewrites the index there from the in-memory map, in one
+// synced batch: whatever the failed instance lost (its WAL tail, deletes
+// made since) is put right. INDEX then names the new directory. A failed
+// instance is closed when pebble allows it; a poisoned one is abandoned,
+// holding a few MiB and its directory until the process exits.
 func (s *SSD) reopenIndex() error {
 	s.idx.Lock()
 	defer s.idx.Unlock()
-	if s.idx.db != nil {
-		closeIndex(s.idx.db) // its error is the fault being recovered from
+	fs := s.opts.IndexFS
+	if old := s.idx.db; old != nil {
+		if s.idxPoisoned.Load() {
+			s.opts.Logger.Warn("ssd: abandoning the failed index instance until restart", "dir", indexDirOf(s.idx.gen))
+		} else {
+			closeIndex(old) // its error is the fault being recovered from
+		}
 		s.idx.db = nil
 	}
-	db, err := openPebble(filepath.Join(s.opts.Dir, "index"), s.opts.IndexCacheSize, s.opts.IndexFS, s.opts.Logger)
+	gen := s.idx.gen + 1
+	path := filepath.Join(s.opts.Dir, indexDirOf(gen))
+	if err := fs.RemoveAll(path); err != nil {
+		return err
+	}
+	db, err := openPebble(path, s.opts.IndexCacheSize, fs, s.opts.Logger)
 	if err != nil {
 		return err
 	}
 	b := db.NewBatch()
-	b.DeleteRange([]byte{prefixBlock}, []byte{prefixBlock + 1}, nil)
-	b.DeleteRange([]byte{prefixMarker}, []byte{prefixMarker + 1}, nil)
 	s.mu.Lock()
 	for k, e := range s.mu.blocks {
 		if e.seg != nil {
@@ -241,12 +314,27 @@ func (s *SSD) reopenIndex() error {
 		b.Set(markerKey(id), m[:], nil)
 	}
 	s.mu.Unlock()
-	if err := commitBatch(b, pebble.Sync); err != nil {
-		closeIndex(db)
+	err = commitBatch(b, pebble.Sync)
+	if err == nil {
+		err = writeIndexPointer(fs, s.opts.Dir, gen)
+	}
+	if err != nil {
+		if pe := (*poisonedError)(nil); !errors.As(err, &pe) {
+			closeIndex(db)
+		}
 		return err
 	}
-	s.idx.db = db
+	oldGen, wasPoisoned := s.idx.gen, s.idxPoisoned.Load()
+	s.idx.db, s.idx.gen = db, gen
 	s.idxFailed.Store(false)
+	s.idxPoisoned.Store(false)
+	if !wasPoisoned {
+		// Closed, so unlocked: its directory can go now. A poisoned
+		// one's goes at the next open.
+		if err := fs.RemoveAll(filepath.Join(s.opts.Dir, indexDirOf(oldGen))); err != nil {
+			s.opts.Logger.Warn("ssd: removing the old index directory", "err", err)
+		}
+	}
 	return nil
 }
 

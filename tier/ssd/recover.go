@@ -100,6 +100,9 @@ func (s *SSD) recover() error {
 		seg.indexed = seg.size
 	}
 	if err := commitBatch(batch, pebble.Sync); err != nil {
+		if pe := (*poisonedError)(nil); errors.As(err, &pe) {
+			s.idxPoisoned.Store(true)
+		}
 		return fmt.Errorf("ssd: saving recovered index: %w", err)
 	}
 	for _, seg := range segs {

@@ -58,12 +58,14 @@ type SSD struct {
 	// takes the write lock to replace a failed instance (faults.go).
 	idx struct {
 		sync.RWMutex
-		db *pebble.DB
+		db  *pebble.DB
+		gen int // the index directory's generation (indexDirOf)
 	}
-	idxFailed atomic.Bool // the index lost writes: skip it until reopened
-	health    health
-	probes    sync.WaitGroup
-	probeStop chan struct{}
+	idxFailed   atomic.Bool // the index lost writes: skip it until reopened
+	idxPoisoned atomic.Bool // and its instance must never be touched again
+	health      health
+	probes      sync.WaitGroup
+	probeStop   chan struct{}
 }
 
 var (
@@ -109,13 +111,18 @@ func Open(opts Options) (*SSD, error) {
 		c.close()
 		return nil, fmt.Errorf("ssd: %w", err)
 	}
-	s.idx.db, err = openPebble(filepath.Join(opts.Dir, "index"), opts.IndexCacheSize, opts.IndexFS, opts.Logger)
+	s.idx.gen, err = readIndexPointer(opts.IndexFS, opts.Dir)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	s.idx.db, err = openPebble(filepath.Join(opts.Dir, indexDirOf(s.idx.gen)), opts.IndexCacheSize, opts.IndexFS, opts.Logger)
 	if err != nil {
 		c.close()
 		return nil, err
 	}
 	if err := s.recover(); err != nil {
-		closeIndex(s.idx.db)
+		s.shutIndex(s.idx.db, false)
 		s.mu.Lock()
 		for _, seg := range s.mu.segs {
 			seg.f.Close()
@@ -127,6 +134,7 @@ func Open(opts Options) (*SSD, error) {
 	for _, seg := range s.mu.segs {
 		s.adviseRandom(seg.f)
 	}
+	removeStaleIndexes(opts.IndexFS, opts.Dir, s.idx.gen, opts.Logger)
 	return s, nil
 }
 
@@ -331,8 +339,35 @@ func (s *SSD) indexWrite(fill func(b *pebble.Batch)) {
 	b := s.idx.db.NewBatch()
 	fill(b)
 	if err := commitBatch(b, pebble.NoSync); err != nil {
-		s.fault(&ioError{op: opIndex, err: err})
+		s.indexFault(err)
 	}
+}
+
+// indexFault records a failed index commit.
+func (s *SSD) indexFault(err error) {
+	if pe := (*poisonedError)(nil); errors.As(err, &pe) {
+		s.idxPoisoned.Store(true)
+	}
+	s.fault(&ioError{op: opIndex, err: err})
+}
+
+// shutIndex closes an index instance, flushing it first if asked, unless
+// it is poisoned: then it is left alone (see poisonedError).
+func (s *SSD) shutIndex(db *pebble.DB, flush bool) error {
+	if db == nil || s.idxPoisoned.Load() {
+		return nil
+	}
+	if !flush || s.idxFailed.Load() {
+		closeIndex(db) // what it lost, the next open's rescan finds
+		return nil
+	}
+	if err := flushIndex(db); err != nil {
+		if pe := (*poisonedError)(nil); !errors.As(err, &pe) {
+			closeIndex(db)
+		}
+		return err
+	}
+	return closeIndex(db)
 }
 
 // reserve finds room for a record of recLen bytes, evicting segments as
@@ -727,6 +762,7 @@ func (s *SSD) Get(_ context.Context, key block.Key) (*tier.Handle, error) {
 		}
 		if ioe := (*ioError)(nil); errors.As(err, &ioe) {
 			s.mu.Unlock()
+			ioe.key, ioe.e = key, e
 			s.fault(ioe)
 			return nil, fmt.Errorf("ssd: block %v: %w", key, err)
 		}
@@ -939,11 +975,7 @@ func (s *SSD) Close() error {
 	db := s.idx.db
 	s.idx.db = nil
 	s.idx.Unlock()
-	if s.idxFailed.Load() {
-		closeIndex(db) // what it lost is rebuilt by the next open's rescan
-	} else {
-		errs = append(errs, flushIndex(db), closeIndex(db))
-	}
+	errs = append(errs, s.shutIndex(db, true))
 	s.codec.close()
 	return errors.Join(errs...)
 }

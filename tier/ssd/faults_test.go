@@ -1,0 +1,420 @@
+package ssd_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/tier"
+	"github.com/yuebing/yuebing/tier/ssd"
+	"github.com/yuebing/yuebing/tier/ssd/ssdtest"
+	"github.com/yuebing/yuebing/tier/tiertest"
+)
+
+// logBuf collects a tier's log lines.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func faultyOptions(dir string, d *ssdtest.Disk, log *logBuf) ssd.Options {
+	return ssd.Options{
+		Dir: dir, Capacity: 32 << 20, SegmentSize: 1 << 20,
+		Files: d.Files(), IndexFS: d.Index(),
+		// Probe often: the tests wait for recovery, they do not time it.
+		ProbeInterval: time.Millisecond, MaxProbeInterval: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+}
+
+// waitHealth waits until the tier's Health satisfies ok; the deadline is
+// generous because it guards against a hang, not a slow machine.
+func waitHealth(t *testing.T, s tier.HealthReporter, what string, ok func(tier.Health) bool) tier.Health {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h := s.Health()
+		if ok(h) {
+			return h
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tier never became %s: %+v", what, h)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func healthy(h tier.Health) bool { return !h.Degraded }
+
+// checkAll reads every acknowledged block back and compares its bytes.
+func checkAll(t *testing.T, s tier.Tier, acked map[block.Key]int) {
+	t.Helper()
+	for k, size := range acked {
+		tiertest.CheckGet(t, s, k, tiertest.Value(k, size))
+	}
+}
+
+// checkReopen opens the directory again over a healthy disk: every
+// acknowledged block is listed and reads back right, and every listed
+// block reads back right (a block whose put failed may come back, since
+// its bytes verify, but never wrong).
+func checkReopen(t *testing.T, dir string, acked map[block.Key]int, deleted map[block.Key]bool) {
+	t.Helper()
+	s, err := ssd.Open(ssd.Options{Dir: dir, Capacity: 32 << 20, SegmentSize: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("reopening: %v", err)
+	}
+	defer s.Close()
+	listed := map[block.Key]tier.BlockInfo{}
+	s.Range(func(k block.Key, info tier.BlockInfo) bool { listed[k] = info; return true })
+	for k, size := range acked {
+		if _, ok := listed[k]; !ok {
+			t.Errorf("acknowledged block %v (%d bytes) is gone after reopening", k, size)
+		}
+	}
+	for k := range deleted {
+		if _, ok := listed[k]; ok {
+			t.Errorf("block %v deleted while the index was failing came back", k)
+		}
+	}
+	for k, info := range listed {
+		h, err := s.Get(t.Context(), k)
+		if err != nil {
+			t.Errorf("listed block %v does not read: %v", k, err)
+			continue
+		}
+		if !bytes.Equal(h.Bytes(), tiertest.Value(k, int(info.Size))) {
+			t.Errorf("listed block %v reads back wrong bytes", k)
+		}
+		h.Release()
+	}
+}
+
+// TestFaults drives each kind of device fault through the tier: the
+// operation that meets it fails with ErrUnavailable and the system's
+// error, the tier degrades and says why once, refuses puts without
+// touching the device, keeps serving what it acknowledged, recovers by
+// itself when the fault clears, and loses nothing it acknowledged.
+func TestFaults(t *testing.T) {
+	const stored = 20
+	big := 3 << 19 // larger than a segment: needs a file of its own
+	cases := []struct {
+		name  string
+		fault ssdtest.Fault
+		// trigger meets the fault; n numbers a fresh key.
+		trigger   func(t *testing.T, s *ssd.SSD, n int) error
+		cause     string
+		op        string
+		wantErr   error
+		readsFail bool // reads fail while the fault lasts
+	}{
+		{
+			name:  "write EIO",
+			fault: ssdtest.Fault{Op: ssdtest.OpWrite, Match: "*.seg"},
+			cause: "write", op: "write", wantErr: syscall.EIO,
+		},
+		{
+			name:  "write ENOSPC after a partial write",
+			fault: ssdtest.Fault{Op: ssdtest.OpWrite, Match: "*.seg", Err: syscall.ENOSPC, Torn: true},
+			cause: "no_space", op: "write", wantErr: syscall.ENOSPC,
+		},
+		{
+			name:  "fdatasync EIO",
+			fault: ssdtest.Fault{Op: ssdtest.OpSync, Match: "*.seg"},
+			cause: "sync", op: "sync", wantErr: syscall.EIO,
+		},
+		{
+			name:  "segment creation EIO",
+			fault: ssdtest.Fault{Op: ssdtest.OpCreate, Match: "*.seg"},
+			trigger: func(t *testing.T, s *ssd.SSD, n int) error {
+				k := tiertest.Key(n)
+				return s.Put(t.Context(), k, tiertest.Value(k, big), tier.PutOptions{})
+			},
+			cause: "create", op: "create", wantErr: syscall.EIO,
+		},
+		{
+			name:  "read EIO",
+			fault: ssdtest.Fault{Op: ssdtest.OpRead, Match: "*.seg"},
+			trigger: func(t *testing.T, s *ssd.SSD, _ int) error {
+				h, err := s.Get(t.Context(), tiertest.Key(3))
+				if err == nil {
+					h.Release()
+				}
+				return err
+			},
+			cause: "read", op: "read", wantErr: syscall.EIO, readsFail: true,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			disk := ssdtest.NewDisk(uint64(len(tc.name)))
+			var log logBuf
+			s, err := ssd.Open(faultyOptions(dir, disk, &log))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			acked := map[block.Key]int{}
+			put := func(n, size int) error {
+				k := tiertest.Key(n)
+				err := s.Put(t.Context(), k, tiertest.Value(k, size), tier.PutOptions{})
+				if err == nil {
+					acked[k] = size
+				}
+				return err
+			}
+			for i := range stored {
+				if err := put(i, 1000*(i+1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			disk.Inject(tc.fault)
+			trigger := tc.trigger
+			if trigger == nil {
+				trigger = func(t *testing.T, s *ssd.SSD, n int) error { return put(n, 5000) }
+			}
+			err = trigger(t, s, 1000)
+			if !errors.Is(err, tier.ErrUnavailable) || !errors.Is(err, tc.wantErr) {
+				t.Fatalf("operation under the fault: got %v, want an error wrapping ErrUnavailable and %v", err, tc.wantErr)
+			}
+			if errors.Is(err, tier.ErrCorrupt) {
+				t.Fatalf("a device error is not corruption: %v", err)
+			}
+			if _, err := s.Stat(tiertest.Key(1000)); !errors.Is(err, tier.ErrNotFound) {
+				t.Fatalf("the failed put left an entry: %v", err)
+			}
+			h := s.Health()
+			if !h.Degraded || h.Cause != tc.cause || h.Reason == "" || h.IOErrors[tc.op] == 0 {
+				t.Fatalf("health after the fault: %+v, want degraded by %s", h, tc.cause)
+			}
+
+			// Degraded: puts are refused before they reach the device.
+			fired := disk.Fired(tc.fault.Op)
+			for i := range 5 {
+				if err := put(2000+i, 3000); !errors.Is(err, tier.ErrUnavailable) {
+					t.Fatalf("put while degraded: %v, want ErrUnavailable", err)
+				}
+			}
+			if tc.fault.Op != ssdtest.OpRead && disk.Fired(tc.fault.Op) != fired {
+				t.Fatalf("puts while degraded reached the device")
+			}
+			if tc.readsFail {
+				// The block is kept: the device may read it again.
+				if _, err := s.Stat(tiertest.Key(3)); err != nil {
+					t.Fatalf("a block that failed to read was dropped: %v", err)
+				}
+				if st := s.Stats(); st.Corrupt != 0 {
+					t.Fatalf("a read error counted as corruption: %+v", st)
+				}
+			} else {
+				checkAll(t, s, acked) // what was acknowledged still reads
+			}
+
+			disk.Clear()
+			h = waitHealth(t, s, "healthy", healthy)
+			if h.Recoveries != 1 {
+				t.Fatalf("recoveries = %d, want 1", h.Recoveries)
+			}
+			for i := range 5 {
+				if err := put(3000+i, 4000+i); err != nil {
+					t.Fatalf("put after recovery: %v", err)
+				}
+			}
+			checkAll(t, s, acked)
+			if n := log.count("tier degraded"); n != 1 {
+				t.Fatalf("the log says the tier degraded %d times, want once:\n%s", n, log.String())
+			}
+			if n := log.count("tier recovered"); n != 1 {
+				t.Fatalf("the log says the tier recovered %d times, want once:\n%s", n, log.String())
+			}
+			if err := s.Close(); err != nil {
+				t.Fatalf("closing after recovery: %v", err)
+			}
+			checkReopen(t, dir, acked, nil)
+		})
+	}
+}
+
+// TestFaultBitFlip: a device that returns wrong bytes is caught by the
+// checksum; the block is dropped, never served.
+func TestFaultBitFlip(t *testing.T) {
+	disk := ssdtest.NewDisk(7)
+	var log logBuf
+	s, err := ssd.Open(faultyOptions(t.TempDir(), disk, &log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	k := tiertest.Key(1)
+	if err := s.Put(t.Context(), k, tiertest.Value(k, 64<<10), tier.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	disk.Inject(ssdtest.Fault{Op: ssdtest.OpRead, Flip: true, Count: 1})
+	h, err := s.Get(t.Context(), k)
+	if err == nil {
+		h.Release()
+		t.Fatal("a block read with a flipped byte was served")
+	}
+	if !errors.Is(err, tier.ErrCorrupt) {
+		t.Fatalf("got %v, want ErrCorrupt", err)
+	}
+	if _, err := s.Stat(k); !errors.Is(err, tier.ErrNotFound) {
+		t.Fatalf("the corrupt block is still listed: %v", err)
+	}
+}
+
+// TestFaultIndex fails the pebble index's writes. Puts stay durable (the
+// segment files describe themselves), the tier degrades once pebble
+// reports the failure, deletes made meanwhile live in memory, and the
+// probe reopens pebble and rewrites the index, so a reopened tier lists
+// exactly what was acknowledged and not deleted.
+func TestFaultIndex(t *testing.T) {
+	dir := t.TempDir()
+	disk := ssdtest.NewDisk(3)
+	var log logBuf
+	s, err := ssd.Open(faultyOptions(dir, disk, &log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	acked := map[block.Key]int{}
+	for i := range 10 {
+		k := tiertest.Key(i)
+		if err := s.Put(t.Context(), k, tiertest.Value(k, 2000), tier.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		acked[k] = 2000
+	}
+	disk.Inject(ssdtest.Fault{Op: ssdtest.OpWrite, Index: true})
+	// Pebble writes its WAL behind the commit: the failure shows on a
+	// later put, which is still durable in its segment.
+	// Its writes go out in 32 KiB blocks, so the bound is generous.
+	n := 100
+	for ; n < 5000 && !s.Health().Degraded; n++ {
+		k := tiertest.Key(n)
+		err := s.Put(t.Context(), k, tiertest.Value(k, 64), tier.PutOptions{})
+		if err == nil {
+			acked[k] = 64
+		} else if !errors.Is(err, tier.ErrUnavailable) {
+			t.Fatalf("put %d: %v", n, err)
+		}
+	}
+	h := s.Health()
+	if !h.Degraded || h.Cause != "index" {
+		t.Fatalf("health with a failing index: %+v", h)
+	}
+	deleted := map[block.Key]bool{}
+	for _, i := range []int{2, 5} {
+		k := tiertest.Key(i)
+		if err := s.Delete(k); err != nil {
+			t.Fatal(err)
+		}
+		delete(acked, k)
+		deleted[k] = true
+	}
+	checkAll(t, s, acked)
+
+	disk.Clear()
+	waitHealth(t, s, "healthy", healthy)
+	k := tiertest.Key(9000)
+	if err := s.Put(t.Context(), k, tiertest.Value(k, 2000), tier.PutOptions{}); err != nil {
+		t.Fatalf("put after the index recovered: %v", err)
+	}
+	acked[k] = 2000
+	if n := log.count("tier degraded"); n != 1 {
+		t.Fatalf("the log says the tier degraded %d times, want once:\n%s", n, log.String())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkReopen(t, dir, acked, deleted)
+}
+
+// TestFaultTornWrite cuts a put's write at a random offset and crashes the
+// disk there: nothing reaches it afterwards, as if the process had died
+// mid-write. Reopened over a healthy disk, the tier keeps every block
+// acknowledged before the crash and never serves the torn one wrong.
+func TestFaultTornWrite(t *testing.T) {
+	seeds := 8
+	if testing.Short() {
+		seeds = 3
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			dir := t.TempDir()
+			disk := ssdtest.NewDisk(uint64(seed))
+			var log logBuf
+			s, err := ssd.Open(faultyOptions(dir, disk, &log))
+			if err != nil {
+				t.Fatal(err)
+			}
+			acked := map[block.Key]int{}
+			// Four writers share segments, so the torn record may lie
+			// between acknowledged ones.
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			ctx, cancel := context.WithCancel(t.Context())
+			for g := range 4 {
+				wg.Go(func() {
+					for i := 0; ctx.Err() == nil; i++ {
+						k := tiertest.Key(g*100_000 + i)
+						size := 1 + (i*7919+g*104729)%(48<<10)
+						if err := s.Put(ctx, k, tiertest.Value(k, size), tier.PutOptions{}); err != nil {
+							return
+						}
+						mu.Lock()
+						acked[k] = size
+						mu.Unlock()
+					}
+				})
+			}
+			// Let some puts land first, then tear one.
+			for {
+				mu.Lock()
+				n := len(acked)
+				mu.Unlock()
+				if n >= 40+seed*10 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			disk.Inject(ssdtest.Fault{Op: ssdtest.OpWrite, Match: "*.seg", Torn: true, Crash: true})
+			waitHealth(t, s, "degraded", func(h tier.Health) bool { return h.Degraded })
+			cancel()
+			wg.Wait()
+			if !disk.Crashed() {
+				t.Fatal("the torn write never happened")
+			}
+			s.Close() // on a dead disk: errors expected
+			checkReopen(t, dir, acked, nil)
+		})
+	}
+}
