@@ -14,6 +14,7 @@ import (
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/tier"
+	"github.com/yuebing/yuebing/tier/dram"
 	"github.com/yuebing/yuebing/tier/ssd"
 	"github.com/yuebing/yuebing/tier/ssd/ssdtest"
 	"github.com/yuebing/yuebing/tier/tiertest"
@@ -136,22 +137,22 @@ func TestFaults(t *testing.T) {
 	}{
 		{
 			name:  "write EIO",
-			fault: ssdtest.Fault{Op: ssdtest.OpWrite, Match: "*.seg"},
+			fault: ssdtest.Fault{Op: ssdtest.OpWrite},
 			cause: "write", op: "write", wantErr: syscall.EIO,
 		},
 		{
 			name:  "write ENOSPC after a partial write",
-			fault: ssdtest.Fault{Op: ssdtest.OpWrite, Match: "*.seg", Err: syscall.ENOSPC, Torn: true},
+			fault: ssdtest.Fault{Op: ssdtest.OpWrite, Err: syscall.ENOSPC, Torn: true},
 			cause: "no_space", op: "write", wantErr: syscall.ENOSPC,
 		},
 		{
 			name:  "fdatasync EIO",
-			fault: ssdtest.Fault{Op: ssdtest.OpSync, Match: "*.seg"},
+			fault: ssdtest.Fault{Op: ssdtest.OpSync},
 			cause: "sync", op: "sync", wantErr: syscall.EIO,
 		},
 		{
 			name:  "segment creation EIO",
-			fault: ssdtest.Fault{Op: ssdtest.OpCreate, Match: "*.seg"},
+			fault: ssdtest.Fault{Op: ssdtest.OpCreate},
 			trigger: func(t *testing.T, s *ssd.SSD, n int) error {
 				k := tiertest.Key(n)
 				return s.Put(t.Context(), k, tiertest.Value(k, big), tier.PutOptions{})
@@ -160,7 +161,7 @@ func TestFaults(t *testing.T) {
 		},
 		{
 			name:  "read EIO",
-			fault: ssdtest.Fault{Op: ssdtest.OpRead, Match: "*.seg"},
+			fault: ssdtest.Fault{Op: ssdtest.OpRead},
 			trigger: func(t *testing.T, s *ssd.SSD, _ int) error {
 				h, err := s.Get(t.Context(), tiertest.Key(3))
 				if err == nil {
@@ -406,7 +407,7 @@ func TestFaultTornWrite(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 			}
-			disk.Inject(ssdtest.Fault{Op: ssdtest.OpWrite, Match: "*.seg", Torn: true, Crash: true})
+			disk.Inject(ssdtest.Fault{Op: ssdtest.OpWrite, Torn: true, Crash: true})
 			waitHealth(t, s, "degraded", func(h tier.Health) bool { return h.Degraded })
 			cancel()
 			wg.Wait()
@@ -416,5 +417,101 @@ func TestFaultTornWrite(t *testing.T) {
 			s.Close() // on a dead disk: errors expected
 			checkReopen(t, dir, acked, nil)
 		})
+	}
+}
+
+// TestFaultThroughHierarchy: with the SSD tier failing its writes, a
+// DRAM + SSD hierarchy keeps taking puts (into DRAM; what it evicts is
+// dropped instead of demoted, quietly), serves every block it still holds
+// with the right bytes, says once why the SSD degraded, and demotes again
+// once the device recovers.
+func TestFaultThroughHierarchy(t *testing.T) {
+	disk := ssdtest.NewDisk(11)
+	var log logBuf
+	opts := faultyOptions(t.TempDir(), disk, &log)
+	s, err := ssd.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dram.New(dram.Options{Capacity: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := tier.NewHierarchy([]tier.Tier{d, s}, tier.HierarchyOptions{Logger: opts.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	const size = 64 << 10
+	put := func(n int) {
+		t.Helper()
+		k := tiertest.Key(n)
+		if _, err := h.Put(t.Context(), k, tiertest.Value(k, size), tier.PutOptions{}); err != nil {
+			t.Fatalf("put %d: %v", n, err)
+		}
+	}
+	// get reads a block if the hierarchy still holds it; a block dropped
+	// for want of a tier is a miss, never wrong bytes.
+	get := func(n int) bool {
+		t.Helper()
+		k := tiertest.Key(n)
+		hd, _, err := h.Get(t.Context(), k)
+		if errors.Is(err, tier.ErrNotFound) {
+			return false
+		}
+		if err != nil {
+			t.Fatalf("get %d: %v", n, err)
+		}
+		defer hd.Release()
+		if !bytes.Equal(hd.Bytes(), tiertest.Value(k, size)) {
+			t.Fatalf("block %d reads back wrong bytes", n)
+		}
+		return true
+	}
+	for i := range 10 {
+		put(i)
+	}
+	if _, err := h.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ssdPuts := s.Stats().Puts
+
+	disk.Inject(ssdtest.Fault{Op: ssdtest.OpWrite})
+	for i := 100; i < 160; i++ { // 60 blocks through a 16-block DRAM tier
+		put(i)
+	}
+	waitHealth(t, s, "degraded", func(h tier.Health) bool { return h.Degraded })
+	for i := range 10 {
+		if !get(i) {
+			t.Fatalf("block %d, stored on SSD before the fault, is gone", i)
+		}
+	}
+	held := 0
+	for i := 100; i < 160; i++ {
+		if get(i) {
+			held++
+		}
+	}
+	if held == 0 {
+		t.Fatal("no block put during the fault is held")
+	}
+	if n := log.count("tier degraded"); n != 1 {
+		t.Fatalf("the log says the tier degraded %d times, want once:\n%s", n, log.String())
+	}
+	if n := log.count("demotion failed"); n != 0 {
+		t.Fatalf("the hierarchy logged %d failed demotions of a degraded tier", n)
+	}
+
+	disk.Clear()
+	waitHealth(t, s, "healthy", healthy)
+	for i := 200; i < 240; i++ {
+		put(i)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.Stats().Puts == ssdPuts {
+		if time.Now().After(deadline) {
+			t.Fatal("no block was demoted to the recovered SSD tier")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
