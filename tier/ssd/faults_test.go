@@ -515,3 +515,43 @@ func TestFaultThroughHierarchy(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestFaultPebbleValues: the values-in-pebble layout fails a put whose
+// pebble write fails with ErrUnavailable, keeps serving what it stored, and
+// neither hangs nor crashes, though pebble's commit pipeline is gone.
+func TestFaultPebbleValues(t *testing.T) {
+	disk := ssdtest.NewDisk(13)
+	var log logBuf
+	opts := faultyOptions(t.TempDir(), disk, &log)
+	p, err := ssd.OpenPebble(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[block.Key]int{}
+	for i := range 10 {
+		k := tiertest.Key(i)
+		if err := p.Put(t.Context(), k, tiertest.Value(k, 3000), tier.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		acked[k] = 3000
+	}
+	disk.Inject(ssdtest.Fault{Op: ssdtest.OpSync, Index: true})
+	failed := 0
+	for i := 100; i < 110; i++ {
+		k := tiertest.Key(i)
+		err := p.Put(t.Context(), k, tiertest.Value(k, 3000), tier.PutOptions{})
+		if err == nil {
+			acked[k] = 3000
+			continue
+		}
+		if !errors.Is(err, tier.ErrUnavailable) {
+			t.Fatalf("put %d with a failing disk: %v, want ErrUnavailable", i, err)
+		}
+		failed++
+	}
+	if failed == 0 {
+		t.Fatal("no put failed while every pebble sync did")
+	}
+	checkAll(t, p, acked)
+	p.Close()
+}
