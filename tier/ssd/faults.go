@@ -133,15 +133,16 @@ func (s *SSD) fault(e *ioError) {
 	}
 	h.degraded, h.cause, h.reason, h.since = true, cause, e.err.Error(), s.opts.Now()
 	h.readKey, h.readEntry, h.readProbes = e.key, e.e, 0
-	start := !h.probing && !h.stopped
-	h.probing = h.probing || start
-	h.mu.Unlock()
-	s.opts.Logger.Error("ssd: tier degraded; refusing writes and serving verified reads until the device recovers",
-		"tier", s.opts.Name, "cause", cause, "err", e)
-	if start {
+	if !h.probing && !h.stopped {
+		// Added under h.mu, which Close takes to set stopped before it
+		// waits: no probe starts once Close waits.
+		h.probing = true
 		s.probes.Add(1)
 		go s.probeLoop()
 	}
+	h.mu.Unlock()
+	s.opts.Logger.Error("ssd: tier degraded; refusing writes and serving verified reads until the device recovers",
+		"tier", s.opts.Name, "cause", cause, "err", e)
 }
 
 // probeLoop retries the probe with exponential backoff until it succeeds
