@@ -134,21 +134,24 @@ func TestFaults(t *testing.T) {
 		op        string
 		wantErr   error
 		readsFail bool // reads fail while the fault lasts
+		// sealed: the segment the fault hit takes no more records; puts
+		// after recovery go to a new file.
+		sealed bool
 	}{
 		{
 			name:  "write EIO",
 			fault: ssdtest.Fault{Op: ssdtest.OpWrite},
-			cause: "write", op: "write", wantErr: syscall.EIO,
+			cause: "write", op: "write", wantErr: syscall.EIO, sealed: true,
 		},
 		{
 			name:  "write ENOSPC after a partial write",
 			fault: ssdtest.Fault{Op: ssdtest.OpWrite, Err: syscall.ENOSPC, Torn: true},
-			cause: "no_space", op: "write", wantErr: syscall.ENOSPC,
+			cause: "no_space", op: "write", wantErr: syscall.ENOSPC, sealed: true,
 		},
 		{
 			name:  "fdatasync EIO",
 			fault: ssdtest.Fault{Op: ssdtest.OpSync},
-			cause: "sync", op: "sync", wantErr: syscall.EIO,
+			cause: "sync", op: "sync", wantErr: syscall.EIO, sealed: true,
 		},
 		{
 			name:  "segment creation EIO",
@@ -247,6 +250,14 @@ func TestFaults(t *testing.T) {
 			for i := range 5 {
 				if err := put(3000+i, 4000+i); err != nil {
 					t.Fatalf("put after recovery: %v", err)
+				}
+			}
+			if tc.sealed {
+				// Version is segment<<40 | offset (tier/ssd entry.info).
+				before, _ := s.Stat(tiertest.Key(stored - 1))
+				after, _ := s.Stat(tiertest.Key(3000))
+				if after.Version>>40 <= before.Version>>40 {
+					t.Fatalf("a put after recovery went to segment %d, the failed one was %d", after.Version>>40, before.Version>>40)
 				}
 			}
 			checkAll(t, s, acked)
@@ -554,4 +565,38 @@ func TestFaultPebbleValues(t *testing.T) {
 	}
 	checkAll(t, p, acked)
 	p.Close()
+}
+
+// TestFaultUnreadableBlock: a sector that never reads again (the probe's
+// own file reads fine) costs the one block on it, after the probe has
+// retried it for a while, and the tier then recovers instead of staying
+// degraded for good.
+func TestFaultUnreadableBlock(t *testing.T) {
+	disk := ssdtest.NewDisk(17)
+	var log logBuf
+	s, err := ssd.Open(faultyOptions(t.TempDir(), disk, &log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 3 {
+		k := tiertest.Key(i)
+		if err := s.Put(t.Context(), k, tiertest.Value(k, 5000), tier.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	disk.Inject(ssdtest.Fault{Op: ssdtest.OpRead, Match: "*.seg"})
+	if _, err := s.Get(t.Context(), tiertest.Key(1)); !errors.Is(err, tier.ErrUnavailable) {
+		t.Fatalf("read of a bad sector: %v, want ErrUnavailable", err)
+	}
+	h := waitHealth(t, s, "healthy", healthy)
+	if _, err := s.Stat(tiertest.Key(1)); !errors.Is(err, tier.ErrNotFound) {
+		t.Fatalf("the unreadable block is still listed: %v", err)
+	}
+	if st := s.Stats(); st.Corrupt != 1 || st.Blocks != 2 {
+		t.Fatalf("stats after dropping the unreadable block: %+v", st)
+	}
+	if h.Recoveries != 1 || log.count("dropping a block its device cannot read") != 1 {
+		t.Fatalf("health %+v, log:\n%s", h, log.String())
+	}
 }
