@@ -53,8 +53,9 @@ func (s *SSD) recover() error {
 	}
 	s.tick.Store(int64(s.mu.nextID))
 
+	// Committed (and closed) by commitBatch below; on an earlier error it
+	// is left to the garbage collector, as pebble allows.
 	batch := s.idx.db.NewBatch()
-	defer batch.Close()
 	dropped := 0
 	err = s.scanIndex(prefixBlock, func(k, v []byte) {
 		var key block.Key
