@@ -47,6 +47,8 @@ type Config struct {
 	Conductor ConductorConfig `yaml:"conductor"`
 	Cluster   ClusterConfig   `yaml:"cluster"`
 	Log       LogConfig       `yaml:"log"`
+	// Console configures the operator console at /ui/.
+	Console ConsoleConfig `yaml:"console"`
 
 	// Logger overrides Log. Default: a handler on stderr as Log says.
 	Logger *slog.Logger `yaml:"-"`
@@ -55,6 +57,13 @@ type Config struct {
 	Banner io.Writer `yaml:"-"`
 	// Version is printed in the banner.
 	Version string `yaml:"-"`
+}
+
+// ConsoleConfig configures the operator console (docs/console.md).
+type ConsoleConfig struct {
+	// HistoryInterval is how often the counters the console charts are
+	// sampled; the last 120 samples are kept. Default 5s.
+	HistoryInterval time.Duration `yaml:"history_interval"`
 }
 
 // ListenerConfig is one network listener.
@@ -310,6 +319,9 @@ func (c *Config) EnsureDefaults() {
 	if c.DRAM.Policy == "" {
 		c.DRAM.Policy = "lru"
 	}
+	if c.Console.HistoryInterval == 0 {
+		c.Console.HistoryInterval = 5 * time.Second
+	}
 	if c.SSD.Capacity == 0 {
 		c.SSD.Capacity = ByteSize(defaultSSDCapacity(filepath.Join(c.DataDir, "ssd")))
 	}
@@ -414,6 +426,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...)))
+	}
+	if c.Console.HistoryInterval < 0 || c.Console.HistoryInterval > 0 && c.Console.HistoryInterval < 100*time.Millisecond {
+		bad("console.history_interval", "%v: want 100ms or more (or 0 for the default 5s)", c.Console.HistoryInterval)
 	}
 	if c.HTTP.Listen == "" {
 		bad("http.listen", "required: the HTTP API is the node's main interface (host:port, e.g. %s)", DefaultHTTPListen)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yuebing/yuebing/cluster"
 	"github.com/yuebing/yuebing/scheduler"
@@ -42,6 +43,9 @@ type Node struct {
 	wg             sync.WaitGroup
 	once           sync.Once
 	shutErr        error
+
+	// conductor is the embedded conductor's driver, nil when it is off.
+	conductor *scheduler.Driver
 }
 
 // service is one listener and what serves it. Services start and stop
@@ -108,6 +112,11 @@ func Start(cfg Config) (*Node, error) {
 	apiOpts := APIOptions{
 		Store: store, Tokens: tokens, Limits: cfg.Limits, Contexts: cfg.Contexts,
 		ContextsFile: filepath.Join(cfg.DataDir, "contexts.json"), Logger: logger,
+		Version: cfg.Version, NodeName: cfg.Cluster.NodeName, Registry: prometheus.NewRegistry(),
+		HistoryInterval: cfg.Console.HistoryInterval,
+	}
+	if err := apiOpts.Registry.Register(nodeCollector{n}); err != nil {
+		panic("BUG: server: node metrics: " + err.Error())
 	}
 	if n.cluster != nil {
 		apiOpts.Cluster = n.cluster.node
@@ -121,6 +130,7 @@ func Start(cfg Config) (*Node, error) {
 			store.Close()
 			return nil, err
 		}
+		n.conductor = d
 		// Placement is infrastructure: gateways and engines call it with
 		// an admin (service) token when authentication is on.
 		apiOpts.Mount = func(v1 gin.IRouter) { svc.Register(v1.Group("", n.adminOnly)) }
