@@ -197,6 +197,14 @@ const probeName = "probe.tmp"
 // reopens the index if it failed.
 func (s *SSD) probe() error {
 	fs := s.opts.Files
+	// A full device fails again at the next segment; writes resume only
+	// once it has room for one (a few records freed by a dropped segment
+	// would only make the tier flap between full and recovered).
+	if fr, ok := fs.(freeSpacer); ok {
+		if free, err := fr.Free(s.segDir); err == nil && free < s.opts.SegmentSize {
+			return fmt.Errorf("ssd: %d bytes free under the segments, want a segment's %d: %w", free, s.opts.SegmentSize, syscall.ENOSPC)
+		}
+	}
 	path := filepath.Join(s.segDir, probeName)
 	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {

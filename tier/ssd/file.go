@@ -79,6 +79,22 @@ func (OSFS) SyncDir(name string) error {
 	return d.Sync()
 }
 
+// Free implements freeSpacer: the bytes an unprivileged writer may still
+// use on the file system holding dir.
+func (OSFS) Free(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// freeSpacer is implemented by file layers that can tell the free space
+// under a directory; the probe of a degraded tier uses it.
+type freeSpacer interface {
+	Free(dir string) (int64, error)
+}
+
 type osFile struct{ *os.File }
 
 func (f osFile) WriteAt(bufs [][]byte, off int64) (int, error) {
