@@ -22,6 +22,7 @@ import (
 	"github.com/yuebing/yuebing/cluster"
 	"github.com/yuebing/yuebing/server/auth"
 	"github.com/yuebing/yuebing/server/console"
+	"github.com/yuebing/yuebing/server/staging"
 	"github.com/yuebing/yuebing/tier"
 )
 
@@ -53,6 +54,9 @@ type APIOptions struct {
 	// Cluster, when the node is in one, serves reads of blocks held
 	// elsewhere, the /v1/cluster endpoints and replica counts.
 	Cluster *cluster.Node
+	// Staging, when set, serves the /v1/shm endpoints: block bytes moved
+	// through shared-memory segments of clients on the same host.
+	Staging *staging.Server
 	// Mount, if set, adds routes to the authenticated /v1 group: the
 	// embedded conductor. Requests reach them with the same limits and
 	// authentication as the API's own.
@@ -205,6 +209,12 @@ func (a *API) routes() *gin.Engine {
 	v1.GET("/contexts/:id", a.getContext)
 	v1.PATCH("/contexts/:id", a.patchContext)
 	v1.DELETE("/contexts/:id", a.deleteContext)
+
+	v1.POST("/namespaces/clear", a.clearNamespace)
+
+	v1.GET("/shm", a.shmInfo)
+	v1.POST("/shm/:session/get", a.shmGet)
+	v1.POST("/shm/:session/put", a.shmPut)
 
 	v1.GET("/stats", a.getStats)
 	v1.GET("/tiers", a.getTiers)
