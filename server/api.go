@@ -408,12 +408,10 @@ func (a *API) tierName(level int) string {
 	return ""
 }
 
-func (a *API) healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
-
 func (a *API) readyz(c *gin.Context) {
 	if a.draining.Load() {
 		a.fail(c, fmt.Errorf("%w: shutting down", ErrUnavailable))
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	c.JSON(http.StatusOK, a.health("ready"))
 }

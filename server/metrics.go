@@ -111,6 +111,9 @@ func (s *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descIndex, descContexts, descInflight} {
 		ch <- d
 	}
+	for _, d := range healthDescs {
+		ch <- d
+	}
 }
 
 func (s *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -142,4 +145,5 @@ func (s *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descIndex, st.IndexBytes)
 	gauge(descContexts, int64(s.a.contexts.len()))
 	gauge(descInflight, s.a.inflight.Load())
+	s.a.collectHealth(ch)
 }
