@@ -44,6 +44,11 @@ type Options struct {
 	// MaxReplay bounds the batches one replay may return. Default: 10000,
 	// vLLM's replay buffer.
 	MaxReplay int
+	// MaxReplayBytes bounds the payload bytes one replay holds before they
+	// are applied; past it the replay fails (and the view resets). Default:
+	// 256 MiB. (A live message's size is the ZMQ library's to bound, and it
+	// has no limit: engines are trusted peers on the cluster network.)
+	MaxReplayBytes int64
 	// Limits bound one batch's contents.
 	Limits Limits
 	// Sink receives updates. Required.
@@ -68,6 +73,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MaxReplay == 0 {
 		o.MaxReplay = 10000
+	}
+	if o.MaxReplayBytes == 0 {
+		o.MaxReplayBytes = 256 << 20
 	}
 	if o.RetryInterval == 0 {
 		o.RetryInterval = 200 * time.Millisecond
@@ -107,8 +115,8 @@ func (o *Options) Validate() error {
 	if o.Sink == nil {
 		errs = append(errs, fmt.Errorf("%w: no sink", ErrOptions))
 	}
-	if o.MaxBlocks < 1 || o.MaxReplay < 1 || o.RetryInterval <= 0 || o.ReplayTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("%w: max blocks, max replay, retry interval and replay timeout must be positive", ErrOptions))
+	if o.MaxBlocks < 1 || o.MaxReplay < 1 || o.MaxReplayBytes < 1 || o.RetryInterval <= 0 || o.ReplayTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("%w: max blocks, max replay (batches and bytes), retry interval and replay timeout must be positive", ErrOptions))
 	}
 	if o.Limits.MaxEvents < 1 || o.Limits.MaxHashes < 1 || o.Limits.MaxTokens < 1 {
 		errs = append(errs, fmt.Errorf("%w: limits must be positive", ErrOptions))
@@ -323,7 +331,10 @@ func (s *Subscriber) replay(ctx context.Context, from, to int64) ([]replayed, er
 	if err := d.SendMulti(zmq4.NewMsgFrom([]byte{}, start[:])); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrReplay, err)
 	}
-	var out []replayed
+	var (
+		out   []replayed
+		bytes int64
+	)
 	for n := 0; ; n++ {
 		msg, err := d.Recv()
 		if err != nil {
@@ -345,6 +356,9 @@ func (s *Subscriber) replay(ctx context.Context, from, to int64) ([]replayed, er
 		}
 		if seq < from || seq >= to {
 			continue // before the request (a bad reply) or already live
+		}
+		if bytes += int64(len(f[1])); bytes > s.opts.MaxReplayBytes {
+			return nil, fmt.Errorf("%w: more than %d bytes", ErrReplay, s.opts.MaxReplayBytes)
 		}
 		if len(out) > 0 && seq <= out[len(out)-1].seq {
 			return nil, fmt.Errorf("%w: sequence %d after %d", ErrReplay, seq, out[len(out)-1].seq)

@@ -242,3 +242,32 @@ func ExampleHashInt() {
 	fmt.Println(HashInt(42), HashBytes([]byte{0xab, 0xcd}))
 	// Output: 42 abcd
 }
+
+// TestSubscriberBoundsReplay: a replay past MaxReplayBytes is refused, and
+// the gap it was to fill resets the view.
+func TestSubscriberBoundsReplay(t *testing.T) {
+	p := startPublisher(t)
+	v := &view{blocks: map[block.Key]index.TierMask{}}
+	s, err := NewSubscriber(Options{
+		Engine: "e0", Endpoint: p.Endpoint, Replay: p.Replay, Namespace: testNS, BlockSize: testBS, Sink: v,
+		RetryInterval: 50 * time.Millisecond, MaxReplayBytes: 64,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { s.Run(t.Context()); close(done) }()
+	t.Cleanup(func() { <-done })
+	waitFor(t, "the subscriber to connect", s.Connected)
+	p.Prime(func() bool { return s.Stats().Batches.Load() > 0 })
+
+	a, b := tokens(10, 1), tokens(11, 1)
+	p.Batch(false, stored([]int64{1}, nil, a))
+	p.Batch(true, stored([]int64{2}, nil, tokens(12, 4))) // over 64 bytes
+	p.Batch(false, stored([]int64{3}, nil, b))
+	p.Sync()
+	waitFor(t, "the reset", func() bool { return v.has(chainKeys(t, b)...) && !v.has(chainKeys(t, a)...) })
+	if st := s.Stats(); st.Gaps.Load() != 1 || st.Unrecovered.Load() != 1 || st.Replayed.Load() != 0 {
+		t.Fatalf("gaps %d unrecovered %d replayed %d, want 1 1 0", st.Gaps.Load(), st.Unrecovered.Load(), st.Replayed.Load())
+	}
+}
