@@ -68,6 +68,8 @@ func apiError(err error) (status int, code string) {
 		return http.StatusBadRequest, "bad_request"
 	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader):
 		return http.StatusServiceUnavailable, "no_leader"
+	case errors.Is(err, cluster.ErrUnreachable):
+		return http.StatusServiceUnavailable, "unavailable"
 	case errors.Is(err, cluster.ErrBusy):
 		return http.StatusTooManyRequests, "overloaded"
 	case errors.Is(err, ErrNotFound), errors.Is(err, tier.ErrNotFound):
