@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/internal/httperr"
 	"github.com/yuebing/yuebing/tier"
 )
 
@@ -57,12 +58,6 @@ type (
 	}
 	queryResponse struct {
 		Nodes []Match `json:"nodes"`
-	}
-	errorBody struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
 	}
 )
 
@@ -110,42 +105,31 @@ func (n *Node) Handler() http.Handler {
 	})
 }
 
-// errorCode is the one mapping between errors and the internal API's status
-// codes, used by both ends.
-var errorCodes = []struct {
-	err    error
-	status int
-	code   string
-}{
-	{ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
-	{ErrBadReport, http.StatusBadRequest, "bad_report"},
-	{ErrBadRequest, http.StatusBadRequest, "bad_request"},
-	{tier.ErrNotFound, http.StatusNotFound, "not_found"},
-	{ErrNotLeader, http.StatusConflict, "not_leader"},
-	{ErrResync, http.StatusConflict, "resync"},
-	{ErrNotMember, http.StatusConflict, "not_member"},
-	{ErrLastCopy, http.StatusConflict, "last_copy"},
-	{ErrNoLeader, http.StatusServiceUnavailable, "no_leader"},
-	{ErrBusy, http.StatusTooManyRequests, "busy"},
-	{ErrClosed, http.StatusServiceUnavailable, "closed"},
-	{ErrUnreachable, http.StatusBadGateway, "unreachable"},
-	{tier.ErrCorrupt, http.StatusUnprocessableEntity, "corrupt"},
+// ErrorRows map the cluster's sentinels to HTTP answers. The internal API
+// answers with them joined to httperr.Common, and turns answers back into
+// the sentinels with the same table; the server's public API lists them
+// too, so a cause gets one answer on both. A remote call that found no
+// leader is wrapped with ErrNoLeader, which therefore goes first.
+var ErrorRows = []httperr.Row{
+	{Err: ErrUnauthorized, Status: http.StatusUnauthorized, Code: "unauthorized"},
+	{Err: ErrBadReport, Status: http.StatusBadRequest, Code: "bad_report"},
+	{Err: ErrBadRequest, Status: http.StatusBadRequest, Code: "bad_request"},
+	{Err: ErrNoLeader, Status: http.StatusServiceUnavailable, Code: "no_leader"},
+	{Err: ErrNotLeader, Status: http.StatusConflict, Code: "not_leader"},
+	{Err: ErrResync, Status: http.StatusConflict, Code: "resync"},
+	{Err: ErrNotMember, Status: http.StatusConflict, Code: "not_member"},
+	{Err: ErrLastCopy, Status: http.StatusConflict, Code: "last_copy"},
+	{Err: ErrBusy, Status: http.StatusTooManyRequests, Code: "overloaded"},
+	{Err: ErrClosed, Status: http.StatusServiceUnavailable, Code: "closed"},
+	// A node that did not answer: public answers say so without its
+	// address, and a read passes over it.
+	{Err: ErrUnreachable, Status: http.StatusServiceUnavailable, Code: "unreachable"},
 }
 
-func writeError(w http.ResponseWriter, err error) {
-	status, code := http.StatusInternalServerError, "internal"
-	for _, c := range errorCodes {
-		if errors.Is(err, c.err) {
-			status, code = c.status, c.code
-			break
-		}
-	}
-	var b errorBody
-	b.Error.Code, b.Error.Message = code, err.Error()
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(&b)
-}
+// errorTable is the internal API's view of the one table.
+var errorTable = httperr.Join(ErrorRows, httperr.Common)
+
+func writeError(w http.ResponseWriter, err error) { errorTable.Write(w, err) }
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -196,12 +180,10 @@ func (n *Node) post(ctx context.Context, addr, path string, body []byte, out any
 // answerError turns an error answer of the internal API into the sentinel
 // of its code.
 func answerError(resp *http.Response, from string) error {
-	var b errorBody
+	var b httperr.Body
 	_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&b)
-	for _, c := range errorCodes {
-		if c.code == b.Error.Code {
-			return fmt.Errorf("%w (from %s: %s)", c.err, from, b.Error.Message)
-		}
+	if sentinel := errorTable.Err(b.Error.Code); sentinel != nil {
+		return fmt.Errorf("%w (from %s: %s)", sentinel, from, b.Error.Message)
 	}
 	return fmt.Errorf("%w: %s answered %s", ErrUnreachable, from, resp.Status)
 }

@@ -175,7 +175,7 @@ func Start(cfg Config) (*Node, error) {
 func (n *Node) adminOnly(c *gin.Context) { n.api.AdminOnly(c) }
 
 // newConductor builds the embedded conductor with the default profiles.
-func newConductor(cc ConductorConfig, limits Limits) (*scheduler.Driver, *scheduler.Service, error) {
+func newConductor(cc ConductorConfig, limits Limits) (*scheduler.Driver, *ConductorAPI, error) {
 	pol, _ := scheduler.ParsePolicy(cc.Policy)
 	rej, _ := scheduler.ParseRejection(cc.Rejection)
 	d, err := scheduler.NewDriver(scheduler.DriverOptions{Core: scheduler.Options{
@@ -186,7 +186,7 @@ func newConductor(cc ConductorConfig, limits Limits) (*scheduler.Driver, *schedu
 	if err != nil {
 		return nil, nil, fmt.Errorf("server: conductor: %w", err)
 	}
-	svc, err := scheduler.NewService(d, scheduler.Limits{MaxKeys: limits.MaxBatchKeys})
+	svc, err := NewConductorAPI(d, scheduler.Limits{MaxKeys: limits.MaxBatchKeys})
 	return d, svc, err
 }
 

@@ -1,15 +1,13 @@
 package main
 
 import (
-	"fmt"
-	"net"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/scheduler"
+	"github.com/yuebing/yuebing/server"
 )
 
 func newConductorCmd() *cobra.Command {
@@ -66,21 +64,11 @@ their load and the blocks they hold; see docs/conductor.md.`,
 			if err := loadProfiles(&opts.Core, prefillProfile, decodeProfile); err != nil {
 				return err
 			}
-			d, err := scheduler.NewDriver(opts)
-			if err != nil {
-				return err
-			}
-			gin.SetMode(gin.ReleaseMode)
-			svc, err := scheduler.NewService(d, scheduler.Limits{MaxTokens: maxTokens, MaxKeys: maxKeys})
-			if err != nil {
-				return err
-			}
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return fmt.Errorf("--listen: %w", err)
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "conductor listening on http://%s\n", ln.Addr())
-			return svc.Serve(cmd.Context(), ln)
+			return server.RunConductor(cmd.Context(), server.ConductorOptions{
+				Listen: listen, Driver: opts,
+				Limits: scheduler.Limits{MaxTokens: maxTokens, MaxKeys: maxKeys},
+				Banner: cmd.ErrOrStderr(),
+			})
 		},
 	}
 	f := cmd.Flags()
