@@ -79,6 +79,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("POST /internal/v1/drop", n.handleDrop)
 	mux.HandleFunc("POST /internal/v1/desired", n.handleDesired)
 	mux.HandleFunc("POST /internal/v1/name", n.handleName)
+	mux.HandleFunc("POST /internal/v1/name/op", n.handleNameOp)
 	mux.HandleFunc("POST /internal/v1/read", n.handleRead)
 	mux.HandleFunc("POST /internal/v1/has", n.handleHas)
 	mux.HandleFunc("POST /internal/v1/forget", n.handleForget)

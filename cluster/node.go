@@ -88,8 +88,9 @@ type Node struct {
 	bytes   *semaphore.Weighted // MaxFetchBytes
 	segSeq  atomic.Uint64
 
-	lead  atomic.Pointer[leader] // set while this node leads
-	names atomic.Pointer[NameLookup]
+	lead    atomic.Pointer[leader] // set while this node leads
+	names   atomic.Pointer[NameLookup]
+	nameOps atomic.Pointer[NameOps]
 
 	mu struct {
 		sync.Mutex

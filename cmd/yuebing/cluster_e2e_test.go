@@ -34,11 +34,19 @@ type cnode struct {
 	name, dir string
 	banner    map[string]string
 	args      []string
+	env       []string
 }
 
 // serveCluster starts `yuebing serve --cluster test` as name with data
 // under dir, on free ports, and waits for its banner.
 func serveCluster(t *testing.T, name, dir string, args ...string) *cnode {
+	t.Helper()
+	return serveClusterEnv(t, name, dir, nil, args...)
+}
+
+// serveClusterEnv is serveCluster with environment variables that override
+// the test's defaults (YUEBING_CLUSTER_REPORT_INTERVAL=50ms).
+func serveClusterEnv(t *testing.T, name, dir string, env []string, args ...string) *cnode {
 	t.Helper()
 	base := []string{"serve", "--cluster", "test", "--node-name", name,
 		"--http-listen", "127.0.0.1:0", "--transfer-listen", "127.0.0.1:0", "--resp-listen", "",
@@ -48,14 +56,16 @@ func serveCluster(t *testing.T, name, dir string, args ...string) *cnode {
 	cmd.Env = append(envWithout("YUEBING_"),
 		"YUEBING_CLUSTER_ETCD_EMBEDDED_PEER_LISTEN=127.0.0.1:0",
 		"YUEBING_CLUSTER_REPORT_INTERVAL=50ms")
+	cmd.Env = append(cmd.Env, env...)
 	nd, banner := start(t, name, cmd, "data")
-	return &cnode{node: nd, name: name, dir: dir, args: args, banner: banner}
+	return &cnode{node: nd, name: name, dir: dir, args: args, env: env, banner: banner}
 }
 
-// restart starts the node again with the same name, data and flags.
+// restart starts the node again with the same name, data, environment and
+// flags.
 func (n *cnode) restart(t *testing.T) *cnode {
 	t.Helper()
-	return serveCluster(t, n.name, n.dir, n.args...)
+	return serveClusterEnv(t, n.name, n.dir, n.env, n.args...)
 }
 
 func (n *cnode) kill(t *testing.T) {
