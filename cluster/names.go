@@ -45,6 +45,9 @@ type NameOp struct {
 	Op         string `json:"op"`
 	Gen        uint64 `json:"gen"`
 	ExpireAtMs int64  `json:"expire_at_ms,omitempty"`
+	// From is the id of the node that sent the op: of two writes of one
+	// name at the same generation, the one from the larger id wins.
+	From uint32 `json:"from"`
 }
 
 // NameOpResult is a node's answer to a NameOp. Done: the name was dropped
@@ -105,7 +108,7 @@ func (n *Node) handleNameOp(w http.ResponseWriter, r *http.Request) {
 // lost to a later one and the caller drops its own. A member that does not
 // answer keeps what it holds (docs/cluster.md).
 func (n *Node) ForgetName(ctx context.Context, namespace, name string, gen uint64) (dropped int, newer bool, err error) {
-	op := NameOp{Namespace: namespace, Name: name, Op: NameForget, Gen: gen}
+	op := NameOp{Namespace: namespace, Name: name, Op: NameForget, Gen: gen, From: n.id}
 	var (
 		mu     sync.Mutex
 		wg     sync.WaitGroup
@@ -150,7 +153,7 @@ func (n *Node) ExpireName(ctx context.Context, node uint32, namespace, name stri
 	ctx, cancel := context.WithTimeout(ctx, n.opts.PeerTimeout)
 	defer cancel()
 	var res NameOpResult
-	err := n.call(ctx, n.fast, m, "/internal/v1/name/op", NameOp{Namespace: namespace, Name: name, Op: NameExpire, Gen: gen, ExpireAtMs: expireAtMs}, &res)
+	err := n.call(ctx, n.fast, m, "/internal/v1/name/op", NameOp{Namespace: namespace, Name: name, Op: NameExpire, Gen: gen, ExpireAtMs: expireAtMs, From: n.id}, &res)
 	return res.Done, err
 }
 

@@ -264,7 +264,7 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 			cn.SetNameOps(func(op cluster.NameOp) cluster.NameOpResult {
 				switch op.Op {
 				case cluster.NameForget:
-					dropped, newer := rs.ForgetLocal(op.Namespace, op.Name, op.Gen)
+					dropped, newer := rs.ForgetLocal(op.Namespace, op.Name, op.Gen, op.From > cn.ID())
 					return cluster.NameOpResult{Done: dropped, Newer: newer}
 				case cluster.NameExpire:
 					return cluster.NameOpResult{Done: rs.ExpireLocal(op.Namespace, op.Name, op.Gen, op.ExpireAtMs)}

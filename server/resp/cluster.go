@@ -67,9 +67,11 @@ func (c *conn) openRemoteValue(name []byte) (*tier.Handle, *entry) {
 
 // ForgetLocal applies another node's write or delete of namespace/name at
 // generation gen: a value held here of an older generation goes (dropped);
-// newer reports a value held here of a later one. This node's clock moves
-// past gen, so its next write of the key orders after the one it heard of.
-func (s *Server) ForgetLocal(namespace, name string, gen uint64) (dropped, newer bool) {
+// newer reports a value held here of a later one. Of two at the same
+// generation the incoming one wins if winsTie (the nodes agree on it by
+// their ids). This node's clock moves past gen, so its next write of the
+// key orders after the one it heard of.
+func (s *Server) ForgetLocal(namespace, name string, gen uint64, winsTie bool) (dropped, newer bool) {
 	for {
 		cur := s.gen.Load()
 		if cur >= gen || s.gen.CompareAndSwap(cur, gen) {
@@ -80,7 +82,7 @@ func (s *Server) ForgetLocal(namespace, name string, gen uint64) (dropped, newer
 	switch {
 	case e == nil:
 		return false, false
-	case e.gen > gen:
+	case e.gen > gen, e.gen == gen && !winsTie:
 		return false, e.liveAt(s.nowMs())
 	}
 	if s.ks.swap(e.key, e, nil) {
