@@ -199,9 +199,9 @@ func (n *Node) readFrom(ctx context.Context, holder uint32, keys []block.Key) ([
 		if err != nil {
 			return out, err
 		}
-		ref := &fetchRef{n: n, w: w}
+		buf := getBuf(int(f.Size))
+		ref := &fetchRef{n: n, w: w, buf: buf}
 		ref.refs.Store(1)
-		buf := make([]byte, f.Size)
 		if _, err := io.ReadFull(br, buf); err != nil {
 			ref.Release()
 			return out, fmt.Errorf("%w: %s broke off its answer: %v", ErrUnreachable, m.Name, err)

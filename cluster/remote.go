@@ -286,11 +286,12 @@ func (n *Node) fetchFrom(ctx context.Context, key block.Key, holder uint32) (*ti
 	return nil, tier.Origin{}, err
 }
 
-// fetchRef gives a fetched block's bytes back to the budget when the last
-// handle on them is released.
+// fetchRef gives a fetched block's bytes back to the budget, and its
+// buffer to the pool, when the last handle on them is released.
 type fetchRef struct {
 	n    *Node
 	w    int64
+	buf  []byte
 	refs atomic.Int32
 }
 
@@ -298,8 +299,50 @@ func (r *fetchRef) Retain() { r.refs.Add(1) }
 
 func (r *fetchRef) Release() {
 	if r.refs.Add(-1) == 0 {
+		putBuf(r.buf)
+		r.buf = nil
 		r.n.bytes.Release(r.w)
 	}
+}
+
+// Buffers of fetched blocks come from pools by power-of-two size from
+// 64 KiB to 64 MiB: a fresh buffer of a large block costs a pass of zeroing
+// and garbage to collect for every read.
+const (
+	minPooled = 16 // 64 KiB
+	maxPooled = 26 // 64 MiB
+)
+
+var bufPools [maxPooled + 1]sync.Pool
+
+func poolClass(n int) int {
+	c := minPooled
+	for c <= maxPooled && 1<<c < n {
+		c++
+	}
+	return c
+}
+
+// getBuf returns a buffer of n bytes, pooled when n is in the pooled range.
+func getBuf(n int) []byte {
+	c := poolClass(n)
+	if n < 1<<minPooled || c > maxPooled {
+		return make([]byte, n)
+	}
+	if p, ok := bufPools[c].Get().(*[]byte); ok {
+		return (*p)[:n]
+	}
+	return make([]byte, n, 1<<c)
+}
+
+// putBuf gives a buffer from getBuf back; others are left to the collector.
+func putBuf(b []byte) {
+	c := cap(b)
+	if c < 1<<minPooled || c > 1<<maxPooled || c&(c-1) != 0 {
+		return
+	}
+	b = b[:0]
+	bufPools[poolClass(c)].Put(&b)
 }
 
 // load is how busy the node is serving blocks to others, 0 to 1: the
