@@ -173,8 +173,14 @@ func (n *Node) Status(ctx context.Context) Status {
 		}
 	}
 	var ls LeaderStatus
-	if err := n.callLeader(ctx, "/internal/v1/status", struct{}{}, &ls); err == nil {
+	switch err := n.callLeader(ctx, "/internal/v1/status", struct{}{}, &ls); {
+	case err == nil:
 		st.LeaderStatus = &ls
+	case errorIs(err, ErrNoLeader):
+		// A leader that was killed or froze is still named in etcd until
+		// its lease lapses; one that does not answer is no leader to the
+		// caller, who sees the election coming rather than a dead node.
+		st.HasLeader = false
 	}
 	return st
 }

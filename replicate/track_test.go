@@ -12,7 +12,10 @@ import (
 // it is up.
 func TestTrackUnseenHolder(t *testing.T) {
 	g := index.NewGlobal(index.GlobalOptions{})
-	c := NewCore(Options{}, g)
+	c, err := NewCore(Options{}, g)
+	if err != nil {
+		t.Fatal(err)
+	}
 	k := keyOfInt(1)
 	if err := g.Apply(7, []index.Change{{Key: k, Added: true}}); err != nil {
 		t.Fatal(err)

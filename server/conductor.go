@@ -87,21 +87,51 @@ func (s *ConductorAPI) Serve(ctx context.Context, ln net.Listener) error {
 type ConductorOptions struct {
 	// Listen is the HTTP address, host:port; port 0 picks a free one.
 	Listen string
-	// Driver configures the scheduler: its core's options and the
-	// migration queue.
-	Driver scheduler.DriverOptions
+	// Config is the conductor's configuration, as a node's conductor
+	// section; Enabled is ignored. Zero fields get their defaults.
+	Config ConductorConfig
+	// MigrationQueue bounds pull plans waiting for the migrator. Default:
+	// scheduler.DriverOptions'.
+	MigrationQueue int
 	// Limits bound what one request may carry. Zero fields get their
 	// defaults.
 	Limits scheduler.Limits
 	// Banner receives one line naming the bound address. Default
 	// os.Stderr.
 	Banner io.Writer
+	// FieldName names a ConductorConfig field (its YAML name) in errors:
+	// the command line passes its flag's name. Default "conductor." + the
+	// YAML name.
+	FieldName func(yamlName string) string
 }
 
 // RunConductor runs the conductor alone: the driver and its HTTP API on
-// o.Listen, until ctx ends; then it shuts down as Serve does.
+// o.Listen, until ctx ends; then it shuts down as Serve does. Invalid
+// options are an error wrapping ErrInvalidConfig, each problem named by its
+// flag.
 func RunConductor(ctx context.Context, o ConductorOptions) error {
-	d, err := scheduler.NewDriver(o.Driver)
+	cc := o.Config
+	cc.ensureDefaults()
+	var errs []error
+	name := o.FieldName
+	if name == nil {
+		name = func(f string) string { return "conductor." + f }
+	}
+	cc.resolve(func(field, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		if field != "" {
+			msg = name(field) + ": " + msg
+		}
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, msg))
+	})
+	o.Limits.EnsureDefaults()
+	if err := o.Limits.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	d, err := scheduler.NewDriver(scheduler.DriverOptions{Core: cc.Options, MigrationQueue: o.MigrationQueue})
 	if err != nil {
 		return err
 	}

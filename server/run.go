@@ -174,15 +174,10 @@ func Start(cfg Config) (*Node, error) {
 // mounted routes are declared.
 func (n *Node) adminOnly(c *gin.Context) { n.api.AdminOnly(c) }
 
-// newConductor builds the embedded conductor with the default profiles.
+// newConductor builds the embedded conductor from the options Validate
+// resolved.
 func newConductor(cc ConductorConfig, limits Limits) (*scheduler.Driver, *ConductorAPI, error) {
-	pol, _ := scheduler.ParsePolicy(cc.Policy)
-	rej, _ := scheduler.ParseRejection(cc.Rejection)
-	d, err := scheduler.NewDriver(scheduler.DriverOptions{Core: scheduler.Options{
-		Policy: pol, Rejection: rej, BlockSize: cc.BlockSize,
-		TTFTSLO: cc.TTFTSLO, TBTSLO: cc.TBTSLO,
-		Bandwidth: cc.BandwidthGbps * 1e9 / 8, KVBytesPerToken: int64(cc.KVBytesPerToken),
-	}})
+	d, err := scheduler.NewDriver(scheduler.DriverOptions{Core: cc.Options})
 	if err != nil {
 		return nil, nil, fmt.Errorf("server: conductor: %w", err)
 	}

@@ -137,7 +137,6 @@ type Hierarchy struct {
 	}
 
 	counters []tierCounters
-	onDrop   atomic.Pointer[[]func(block.Key)]
 	hooks    hooks
 	dropped  atomic.Int64 // demotions dropped because the queue was full
 	hits     atomic.Int64
@@ -382,29 +381,10 @@ func (h *Hierarchy) clearCopy(key block.Key, level int, version uint64) {
 		h.changed(key, level, false)
 	}
 	if gone && !h.closed.Load() {
-		if fns := h.onDrop.Load(); fns != nil {
+		if fns := h.hooks.drop.Load(); fns != nil {
 			for _, fn := range *fns {
 				fn(key)
 			}
-		}
-	}
-}
-
-// OnDrop registers fn to be called with the key of every block that leaves
-// the store other than by Delete: evicted from the last tier that held it,
-// or dropped as corrupt. fn runs on the goroutine that evicted (often a
-// put's) without the hierarchy's locks; it may call Delete on other keys
-// but must not block for long.
-func (h *Hierarchy) OnDrop(fn func(key block.Key)) {
-	for {
-		old := h.onDrop.Load()
-		var fns []func(block.Key)
-		if old != nil {
-			fns = append(fns, *old...)
-		}
-		fns = append(fns, fn)
-		if h.onDrop.CompareAndSwap(old, &fns) {
-			return
 		}
 	}
 }
