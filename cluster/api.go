@@ -46,27 +46,6 @@ func isNotLeader(err error) bool {
 	return err != nil && (errorIs(err, ErrNotLeader) || errorIs(err, ErrClosed))
 }
 
-// locate returns the holders of each key, from the leader's index.
-func (n *Node) locate(ctx context.Context, keys []block.Key) ([][]index.Holder, error) {
-	hs, err := n.Holders(ctx, keys)
-	if err != nil {
-		return nil, err
-	}
-	out := make([][]index.Holder, len(hs))
-	for i, x := range hs {
-		for _, h := range x {
-			var m index.TierMask
-			for _, name := range h.Tiers {
-				if lv := n.tierLevel(name); lv >= 0 {
-					m = m.With(lv)
-				}
-			}
-			out[i] = append(out[i], index.Holder{Node: h.Node, Tiers: m})
-		}
-	}
-	return out, nil
-}
-
 // Holders returns, for each key, the nodes holding it and in which tiers.
 func (n *Node) Holders(ctx context.Context, keys []block.Key) ([][]HolderInfo, error) {
 	var resp holdersResponse

@@ -26,9 +26,6 @@ import (
 
 // Request and answer bodies.
 type (
-	keyRequest struct {
-		Key block.Key `json:"key"`
-	}
 	keysRequest struct {
 		Keys []block.Key `json:"keys"`
 	}

@@ -86,7 +86,6 @@ type Node struct {
 	tomb    *lru.Cache[block.Key, time.Time]
 	fetches *semaphore.Weighted // MaxFetches
 	bytes   *semaphore.Weighted // MaxFetchBytes
-	segSeq  atomic.Uint64
 
 	lead    atomic.Pointer[leader] // set while this node leads
 	names   atomic.Pointer[NameLookup]
@@ -108,7 +107,7 @@ type Node struct {
 
 type stats struct {
 	fetches, fetchFailures, fetchedBytes, admitted atomic.Int64
-	exposed, reports, resyncs                      atomic.Int64
+	reports, resyncs                               atomic.Int64
 	served, published, publishFailures, forgotten  atomic.Int64
 	peerAsks, locCacheHits                         atomic.Int64
 	nameHits, nameMisses                           atomic.Int64
