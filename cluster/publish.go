@@ -107,6 +107,8 @@ func (n *Node) Deleted(ctx context.Context, keys ...block.Key) (int, error) {
 		return 0, nil
 	}
 	n.forgetLocally(keys, true) // a copy admitted here meanwhile goes too
+	ctx, cancel := context.WithTimeout(ctx, n.opts.PeerTimeout)
+	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = n.publish(ctx, keys) })
 	var (
@@ -114,8 +116,6 @@ func (n *Node) Deleted(ctx context.Context, keys ...block.Key) (int, error) {
 		dropped = make([]bool, len(keys))
 		failed  []string
 	)
-	ctx, cancel := context.WithTimeout(ctx, n.opts.PeerTimeout)
-	defer cancel()
 	for _, m := range n.Members() {
 		if m.ID == n.id {
 			continue
