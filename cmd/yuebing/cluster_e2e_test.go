@@ -348,6 +348,13 @@ func TestClusterEmbeddedEtcd(t *testing.T) {
 // etcdServer starts Debian's etcd on free loopback ports.
 func etcdServer(t *testing.T) string {
 	t.Helper()
+	url, _ := etcdProcess(t)
+	return url
+}
+
+// etcdProcess is etcdServer that also returns the process.
+func etcdProcess(t *testing.T) (string, *os.Process) {
+	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		t.Skip("etcd is not installed (apt-get install etcd-server); skipping the external-etcd cluster test")
@@ -378,7 +385,7 @@ func etcdServer(t *testing.T) string {
 		}
 		return ""
 	})
-	return "http://" + client
+	return "http://" + client, cmd.Process
 }
 
 func freePort(t *testing.T) string {
