@@ -66,7 +66,7 @@ func (n *Node) publish(ctx context.Context, keys []block.Key) error {
 	for len(keys) > 0 {
 		part := keys[:min(len(keys), MaxReportRecords)]
 		keys = keys[len(part):]
-		rep := report{Node: n.id, Term: uint64(li.Term)}
+		rep := n.rep.header(li) // the node's figures too: the leader refreshes them from every report
 		rep.Records = make([]Record, 0, len(part))
 		for _, k := range part {
 			e, ok := n.store.Lookup(k)
@@ -75,7 +75,13 @@ func (n *Node) publish(ctx context.Context, keys []block.Key) error {
 			}
 			rep.Records = append(rep.Records, n.rep.record(k, e))
 		}
-		if err := n.postReport(ctx, m, &rep); err != nil {
+		var err error
+		if l := n.lead.Load(); l != nil && l.term == li.Term {
+			err = l.apply(&rep) // this node leads: no round trip
+		} else {
+			err = n.postReport(ctx, m, &rep)
+		}
+		if err != nil {
 			if errors.Is(err, ErrResync) || errors.Is(err, ErrNotLeader) {
 				n.rep.resync()
 			}

@@ -132,7 +132,7 @@ func (n *Node) ReadMany(ctx context.Context, keys []block.Key) (got []*Remote, e
 		case noLeader:
 			errs[i] = fmt.Errorf("%w: no leader is known and nodes %v did not answer; retry", ErrNoLeader, down)
 		default:
-			errs[i] = fmt.Errorf("%w: held only by nodes that did not answer (%v)", tier.ErrNotFound, down)
+			errs[i] = fmt.Errorf("%w: not on the nodes that answered; %v did not", tier.ErrNotFound, down)
 		}
 	}
 	n.admitAll(ctx, keys, got, start)
