@@ -183,9 +183,9 @@ func (n *Node) handleName(w http.ResponseWriter, r *http.Request) {
 
 // LookupName asks every other member, at once, whether it holds name in
 // namespace, and returns the first positive answer; tier.ErrNotFound when
-// none does. A member that fails to answer within Options.RequestTimeout
-// counts as not holding it. A name set on two nodes is two keys; which one
-// a third node finds is whichever answers first.
+// none does. A member that fails to answer within Options.PeerTimeout
+// counts as not holding it. A name lives on the node that last
+// wrote it (ForgetName drops it elsewhere), so the first answer is the one.
 func (n *Node) LookupName(ctx context.Context, namespace, name string) (NameInfo, error) {
 	if len(name) > maxNameLen {
 		return NameInfo{}, fmt.Errorf("%w: name of %d bytes", ErrBadRequest, len(name))
@@ -199,7 +199,7 @@ func (n *Node) LookupName(ctx context.Context, namespace, name string) (NameInfo
 	if len(peers) == 0 {
 		return NameInfo{}, tier.ErrNotFound
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, n.opts.PeerTimeout)
 	defer cancel() // the answers not waited for are abandoned
 	type answer struct {
 		info NameInfo
@@ -210,7 +210,7 @@ func (n *Node) LookupName(ctx context.Context, namespace, name string) (NameInfo
 	for _, m := range peers {
 		go func() {
 			var a answer
-			a.err = n.postJSON(ctx, m.Addrs.HTTP, "/internal/v1/name", req, &a.info)
+			a.err = n.call(ctx, n.fast, m, "/internal/v1/name", req, &a.info)
 			answers <- a
 		}()
 	}
