@@ -1,8 +1,7 @@
 // Package cluster makes yuebing nodes one KV-cache pool: membership and
 // leader election on etcd, the stream of each node's block states to the
 // leader, reads of blocks held on other nodes, read-your-writes across them,
-// and,
-// on the leader, the global block index and the replication driver.
+// and, on the leader, the global block index and the replication driver.
 //
 // A Node joins the cluster named in its Options: it takes a dense node id
 // (stable by node name, assigned in an etcd transaction), registers under a
