@@ -121,8 +121,11 @@ type Counters struct {
 	// location cache.
 	PeerAsks     int64 `json:"peer_asks"`
 	LocationHits int64 `json:"location_hits"`
-	Reports      int64 `json:"reports"`
-	Resyncs      int64 `json:"resyncs"`
+	// Locates counts calls to the leader to find blocks' holders; Fetches
+	// (above) the read requests to holders, one per holder per read.
+	Locates int64 `json:"locates"`
+	Reports int64 `json:"reports"`
+	Resyncs int64 `json:"resyncs"`
 	// NameHits and NameMisses count LookupName answers.
 	NameHits   int64 `json:"name_hits"`
 	NameMisses int64 `json:"name_misses"`
@@ -136,7 +139,7 @@ func (n *Node) Counters() Counters {
 		Admitted: s.admitted.Load(), Served: s.served.Load(), Reports: s.reports.Load(), Resyncs: s.resyncs.Load(),
 		NameHits: s.nameHits.Load(), NameMisses: s.nameMisses.Load(),
 		Published: s.published.Load(), PublishFailures: s.publishFailures.Load(), Forgotten: s.forgotten.Load(),
-		PeerAsks: s.peerAsks.Load(), LocationHits: s.locCacheHits.Load(),
+		PeerAsks: s.peerAsks.Load(), LocationHits: s.locCacheHits.Load(), Locates: s.locates.Load(),
 	}
 }
 

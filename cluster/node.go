@@ -109,7 +109,7 @@ type stats struct {
 	fetches, fetchFailures, fetchedBytes, admitted atomic.Int64
 	reports, resyncs                               atomic.Int64
 	served, published, publishFailures, forgotten  atomic.Int64
-	peerAsks, locCacheHits                         atomic.Int64
+	peerAsks, locCacheHits, locates                atomic.Int64
 	nameHits, nameMisses                           atomic.Int64
 	serving                                        atomic.Int64 // reads being answered
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/tier"
 )
 
@@ -125,5 +126,41 @@ func TestReadFailsOver(t *testing.T) {
 		t.Fatalf("only holder frozen: %v, want not found (or no leader)", err)
 	case bytes.Contains([]byte(err.Error()), []byte(a.addr)):
 		t.Fatalf("the error names the frozen node's address: %v", err)
+	}
+}
+
+// TestPrefixTwoRoundTrips: a 64-block prefix held on another node is read
+// with one call to the leader and one read from the holder; read again,
+// with the read alone (the locations are cached).
+func TestPrefixTwoRoundTrips(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	c.waitFormed()
+	a, r := c.nodes[0], c.nodes[2]
+	keys := make([]block.Key, 64)
+	for i := range keys {
+		keys[i] = testKey(5000 + i)
+		if _, err := a.store.Put(t.Context(), keys[i], value(i, 4096), tier.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.n.Publish(t.Context(), keys...); err != nil {
+		t.Fatal(err)
+	}
+	for round, want := range []struct{ locates, fetches int64 }{{1, 1}, {0, 1}} {
+		before := r.n.Counters()
+		got, errs := r.n.ReadMany(t.Context(), keys)
+		for i, g := range got {
+			if g == nil {
+				t.Fatalf("round %d: block %d not read: %v", round, i, errs[i])
+			}
+			if !bytes.Equal(g.Handle.Bytes(), value(i, 4096)) {
+				t.Fatalf("round %d: block %d wrong", round, i)
+			}
+			g.Handle.Release()
+		}
+		after := r.n.Counters()
+		if l, f := after.Locates-before.Locates, after.Fetches-before.Fetches; l != want.locates || f != want.fetches {
+			t.Errorf("round %d: %d calls to the leader and %d reads, want %d and %d", round, l, f, want.locates, want.fetches)
+		}
 	}
 }

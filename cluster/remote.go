@@ -225,6 +225,7 @@ func (n *Node) locateFast(ctx context.Context, keys []block.Key) ([][]index.Hold
 	if !ok {
 		return out, false, ErrNoLeader
 	}
+	n.stats.locates.Add(1)
 	var resp holdersResponse
 	err := n.call(ctx, n.fast, Member{Name: li.Name, Addrs: Addrs{HTTP: li.HTTP}}, "/internal/v1/locate", keysRequest{Keys: keys}, &resp)
 	if err == nil && len(resp.Holders) != len(keys) {
