@@ -39,10 +39,10 @@ type Remote struct {
 // for all its blocks, each verified against its checksum. A holder that
 // does not answer, or no longer has a block, is passed over for the next
 // (fastest tier first). got[i] is nil when keys[i] was not read; errs[i]
-// then wraps tier.ErrNotFound (no node holds it, or only nodes that did not
-// answer do), or ErrNoLeader when no leader is known and a node that did
-// not answer may hold it: callers answer 503 with Retry-After for that one.
-// Errors name nodes, never their addresses. Blocks read are admitted to the
+// then wraps tier.ErrNotFound, whether no node holds it or only nodes that
+// did not answer may: a cache's miss, whatever peers are down, which the
+// caller recomputes rather than waits for. Errors name nodes, never their
+// addresses. Blocks read are admitted to the
 // local store as Options.Admit says.
 func (n *Node) ReadMany(ctx context.Context, keys []block.Key) (got []*Remote, errs []error) {
 	got = make([]*Remote, len(keys))
@@ -88,8 +88,7 @@ func (n *Node) ReadMany(ctx context.Context, keys []block.Key) (got []*Remote, e
 	for j, i := range todo {
 		sub[j] = keys[i]
 	}
-	hs, complete, lerr := n.locateFast(ctx, sub)
-	noLeader := lerr != nil
+	hs, complete, _ := n.locateFast(ctx, sub)
 	var unreached []string
 	if !complete {
 		// The index may lack blocks acknowledged under an earlier leader,
@@ -129,8 +128,6 @@ func (n *Node) ReadMany(ctx context.Context, keys []block.Key) (got []*Remote, e
 		switch {
 		case len(down) == 0:
 			errs[i] = tier.ErrNotFound
-		case noLeader:
-			errs[i] = fmt.Errorf("%w: no leader is known and nodes %v did not answer; retry", ErrNoLeader, down)
 		default:
 			errs[i] = fmt.Errorf("%w: not on the nodes that answered; %v did not", tier.ErrNotFound, down)
 		}
