@@ -173,9 +173,13 @@ func TestClusterChaos(t *testing.T) {
 		failed atomic.Int64
 	)
 	hc := &http.Client{Timeout: 15 * time.Second}
+	never := chainKeys(t, 1, 61)[0] // stored nowhere: a 404, whatever is down
 	readAll := func(ctx context.Context) {
 		for i := 0; ctx.Err() == nil; i++ {
 			k := keys[i%len(keys)]
+			if i%10 == 9 {
+				k = never
+			}
 			req, _ := http.NewRequestWithContext(ctx, "GET", reader.url+"/v1/blocks/"+k.String(), nil)
 			resp, err := hc.Do(req)
 			if err != nil {
@@ -192,12 +196,15 @@ func TestClusterChaos(t *testing.T) {
 			}
 			v, _ := stats.LoadOrStore(resp.StatusCode, new(atomic.Int64))
 			v.(*atomic.Int64).Add(1)
-			switch resp.StatusCode {
-			case 200:
+			switch {
+			case k == never && resp.StatusCode != 404:
+				failed.Add(1)
+				t.Errorf("GET of a block stored nowhere on %s: %d %s", reader.name, resp.StatusCode, body)
+			case resp.StatusCode == 200:
 				if !bytes.Equal(body, want[k]) {
 					wrong.Add(1)
 				}
-			case 404, 503:
+			case resp.StatusCode == 404 || resp.StatusCode == 503:
 				if bytes.Contains(body, []byte("127.0.0.1")) {
 					t.Errorf("a %d answer names an address: %s", resp.StatusCode, body)
 				}
