@@ -1,0 +1,234 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/client"
+)
+
+// Source is where a Save reads the KV the engine computed.
+type Source interface {
+	// CopyLayer copies layer layer of the plan's block blk into dst
+	// (LayerBytes long): a device-to-host copy on a GPU, a memmove here.
+	CopyLayer(blk, layer int, dst []byte) error
+}
+
+// Save collects the layers of one request's new blocks as the prefill
+// completes them. Which blocks are new was decided once, from the request's
+// Plan (dedup by key, once per request rather than per layer). Layer never
+// blocks: the copy goes to staging memory and a bounded queue, or is dropped
+// and counted when either is full. A block is committed (its chained key
+// written) when every one of its layers is stored; a block with a dropped
+// or failed layer is never committed, so no reader sees it.
+//
+// A Save is used by one goroutine (the engine's prefill of the request).
+type Save struct {
+	c      *Connector
+	keys   []block.Key
+	blocks []int // plan indices of the blocks to store
+	done   []atomic.Int32
+	broken []atomic.Bool
+}
+
+// Save starts saving the full blocks of plan that the store does not hold.
+func (c *Connector) Save(plan Plan) *Save {
+	s := &Save{c: c, keys: plan.Keys}
+	for i := range plan.Keys {
+		if i < plan.HitBlocks || (i < len(plan.Stored) && plan.Stored[i]) {
+			c.st.deduped.Add(1)
+			continue
+		}
+		s.blocks = append(s.blocks, i)
+	}
+	s.done = make([]atomic.Int32, len(s.blocks))
+	s.broken = make([]atomic.Bool, len(s.blocks))
+	return s
+}
+
+// Blocks returns the plan indices of the blocks this save stores.
+func (s *Save) Blocks() []int { return s.blocks }
+
+type layerJob struct {
+	s      *Save
+	layer  int
+	chunks [][]byte
+}
+
+// Layer queues layer l of the save's blocks, copied from src. It reports
+// false when the layer was dropped (queue or staging full, connector
+// closed, copy failed); the engine goes on either way.
+func (s *Save) Layer(l int, src Source) bool {
+	c := s.c
+	if len(s.blocks) == 0 {
+		return true
+	}
+	if l < 0 || l >= c.layout.Layers || c.closed.Load() {
+		s.drop()
+		return false
+	}
+	chunks := c.stage.take(len(s.blocks))
+	if chunks == nil {
+		s.drop()
+		return false
+	}
+	for j, i := range s.blocks {
+		if err := src.CopyLayer(i, l, chunks[j]); err != nil {
+			c.stage.give(chunks)
+			c.opts.Logger.Warn("adapter: copying a layer to save failed", "layer", l, "err", err)
+			s.drop()
+			return false
+		}
+	}
+	job := &layerJob{s: s, layer: l, chunks: chunks}
+	if !c.enqueue(job) {
+		c.stage.give(chunks)
+		s.drop()
+		return false
+	}
+	return true
+}
+
+// enqueue hands a job to the workers without blocking; false when the queue
+// is full or closed.
+func (c *Connector) enqueue(j *layerJob) bool {
+	// The read lock keeps Close from closing the queue under the send.
+	c.queueMu.RLock()
+	defer c.queueMu.RUnlock()
+	if c.closed.Load() {
+		return false
+	}
+	select {
+	case c.saves <- j:
+		c.pending.Add(1)
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Save) drop() {
+	s.c.st.dropped.Add(1)
+	for i := range s.broken {
+		s.broken[i].Store(true)
+	}
+}
+
+func (c *Connector) saveWorker() {
+	for j := range c.saves {
+		if c.ctx.Err() != nil {
+			c.stage.give(j.chunks)
+			c.st.dropped.Add(1)
+			c.pending.Add(-1)
+			continue
+		}
+		c.runSave(j)
+		c.pending.Add(-1)
+	}
+}
+
+// runSave stores one layer of a save's blocks in one multi-put and commits
+// the blocks whose last layer this was.
+func (c *Connector) runSave(j *layerJob) {
+	s := j.s
+	items := make([]client.Item, len(s.blocks))
+	for n, i := range s.blocks {
+		items[n] = client.Item{Key: c.layout.LayerKey(s.keys[i], j.layer), Data: j.chunks[n]}
+	}
+	res, err := c.cl.PutBatch(c.ctx, c.opts.Namespace, items)
+	c.stage.give(j.chunks)
+	var commit []client.Item
+	for n := range s.blocks {
+		ok := err == nil || (n < len(res) && res[n].Err == nil && res[n].Status != "error" && res[n].Status != "")
+		if !ok {
+			s.broken[n].Store(true)
+			continue
+		}
+		c.st.savedLayers.Add(1)
+		c.st.savedBytes.Add(c.layout.LayerBytes())
+		if int(s.done[n].Add(1)) == c.layout.Layers && !s.broken[n].Load() {
+			commit = append(commit, client.Item{Key: s.keys[s.blocks[n]], Data: c.commit})
+		}
+	}
+	if err != nil {
+		c.st.saveErrors.Add(1)
+		c.opts.Logger.Warn("adapter: saving a layer failed", "layer", j.layer, "err", err)
+	}
+	if len(commit) == 0 {
+		return
+	}
+	res, err = c.cl.PutBatch(c.ctx, c.opts.Namespace, commit)
+	for n := range commit {
+		if err == nil || (n < len(res) && res[n].Err == nil && res[n].Status != "") {
+			c.st.committed.Add(1)
+		}
+	}
+	if err != nil {
+		c.st.saveErrors.Add(1)
+		c.opts.Logger.Warn("adapter: committing blocks failed", "blocks", len(commit), "err", err)
+	}
+}
+
+// staging is the bounded host memory saves copy layers into: a free list of
+// LayerBytes chunks, allocated on first use up to the budget and reused
+// after, so steady-state saves allocate nothing.
+type staging struct {
+	size int64
+	max  int
+	mu   struct {
+		sync.Mutex
+		free  [][]byte
+		alloc int
+	}
+}
+
+func newStaging(size, budget int64) *staging {
+	return &staging{size: size, max: int(budget / size)}
+}
+
+// take returns n chunks, or nil when the budget cannot cover them.
+func (s *staging) take(n int) [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.mu.free)+(s.max-s.mu.alloc) < n {
+		return nil
+	}
+	out := make([][]byte, 0, n)
+	for len(out) < n && len(s.mu.free) > 0 {
+		k := len(s.mu.free) - 1
+		out = append(out, s.mu.free[k])
+		s.mu.free = s.mu.free[:k]
+	}
+	for len(out) < n {
+		out = append(out, make([]byte, s.size))
+		s.mu.alloc++
+	}
+	return out
+}
+
+func (s *staging) give(chunks [][]byte) {
+	s.mu.Lock()
+	s.mu.free = append(s.mu.free, chunks...)
+	s.mu.Unlock()
+}
+
+// Flush waits until the save queue is empty, for tests and orderly
+// shutdowns; it does not stop new saves.
+func (c *Connector) Flush(ctx context.Context) error {
+	// Saves end in network calls of their own; polling their count every
+	// millisecond costs nothing next to them.
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for c.pending.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("adapter: flush: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
