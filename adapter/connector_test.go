@@ -392,3 +392,43 @@ func TestLookupWarmsSSD(t *testing.T) {
 		checkLayer(t, dst, plan.Keys, l, 3)
 	}
 }
+
+// Prefill/decode disaggregation: the decode side reads layer l as soon as the
+// prefill side stored it, while the prefill has not produced layer l+1 yet.
+func TestLoadStreamFollowsSave(t *testing.T) {
+	_, url := servetest.Serve(t)
+	prefill := connector(t, url, nil)
+	decode := connector(t, url, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	toks := tokens(9, 3*16)
+	plan, err := prefill.Lookup(ctx, toks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := computed(plan.Keys)
+	sv := prefill.Save(plan)
+	dst := newPool(3)
+	ld := decode.LoadStream(ctx, plan.Keys, dst, func(ctx context.Context, l int) error {
+		select {
+		case <-sv.Stored(l):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	for l := range testLayout.Layers {
+		sv.Layer(l, src)
+		// The next layer is computed only once the decode side has this
+		// one: streaming, not a transfer after the prefill.
+		n, err := ld.Wait(ctx, l)
+		if err != nil || n != 3 {
+			t.Fatalf("layer %d: %d blocks, %v", l, n, err)
+		}
+		checkLayer(t, dst, plan.Keys, l, 3)
+	}
+	prefill.Flush(ctx)
+	if p, _ := decode.Lookup(ctx, toks); p.HitBlocks != 3 {
+		t.Fatalf("the streamed blocks were not committed: %+v", p)
+	}
+}

@@ -36,6 +36,7 @@ type Load struct {
 	// all its layers.
 	valid atomic.Int64
 	next  atomic.Int64
+	gate  func(ctx context.Context, layer int) error
 	wg    sync.WaitGroup
 	done  chan struct{}
 }
@@ -56,7 +57,22 @@ var errStop = errors.New("adapter: stop")
 // layer l has landed. An empty plan loads nothing and every layer is ready
 // with zero blocks. ctx bounds the whole transfer.
 func (c *Connector) Load(ctx context.Context, plan Plan, dst Target) *Load {
-	ld := &Load{c: c, plan: plan, dst: dst, start: time.Now(), layers: make([]layerLoad, c.layout.Layers), done: make(chan struct{})}
+	return c.load(ctx, plan, dst, nil)
+}
+
+// LoadStream loads the blocks keyed keys, layer by layer, as a producer
+// stores them: before reading layer l it waits for gate(ctx, l), which
+// returns once the producer's layer is stored (a prefill instance's
+// Save.Stored, relayed). This is prefill/decode disaggregation: the decode
+// side's transfer runs behind the prefill's compute instead of after it.
+// The blocks need no commit record; a gate error ends the layer with no
+// valid blocks.
+func (c *Connector) LoadStream(ctx context.Context, keys []block.Key, dst Target, gate func(ctx context.Context, layer int) error) *Load {
+	return c.load(ctx, Plan{Keys: keys, HitBlocks: len(keys)}, dst, gate)
+}
+
+func (c *Connector) load(ctx context.Context, plan Plan, dst Target, gate func(context.Context, int) error) *Load {
+	ld := &Load{c: c, plan: plan, dst: dst, gate: gate, start: time.Now(), layers: make([]layerLoad, c.layout.Layers), done: make(chan struct{})}
 	for i := range ld.layers {
 		ld.layers[i].ready = make(chan struct{})
 	}
@@ -108,6 +124,12 @@ func (ld *Load) loadLayer(ctx context.Context, l, n int) (int, error) {
 		return 0, nil
 	}
 	c := ld.c
+	if ld.gate != nil {
+		if err := ld.gate(ctx, l); err != nil {
+			c.st.shortLayers.Add(1)
+			return 0, fmt.Errorf("%w: layer %d: waiting for the producer: %w", ErrShortLoad, l, err)
+		}
+	}
 	keys := make([]block.Key, n)
 	for i := range n {
 		keys[i] = c.layout.LayerKey(ld.plan.Keys[i], l)

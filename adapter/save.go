@@ -33,6 +33,8 @@ type Save struct {
 	blocks []int // plan indices of the blocks to store
 	done   []atomic.Int32
 	broken []atomic.Bool
+	stored []chan struct{} // per layer, closed when its put returned or it was dropped
+	once   []sync.Once
 }
 
 // Save starts saving the full blocks of plan that the store does not hold.
@@ -47,7 +49,32 @@ func (c *Connector) Save(plan Plan) *Save {
 	}
 	s.done = make([]atomic.Int32, len(s.blocks))
 	s.broken = make([]atomic.Bool, len(s.blocks))
+	s.stored = make([]chan struct{}, c.layout.Layers)
+	s.once = make([]sync.Once, c.layout.Layers)
+	for i := range s.stored {
+		s.stored[i] = make(chan struct{})
+	}
 	return s
+}
+
+// Stored returns a channel closed once layer l's put has returned, or the
+// layer was dropped (see Broken): the signal a decode instance waits for
+// before reading the layer (Connector.LoadStream).
+func (s *Save) Stored(l int) <-chan struct{} { return s.stored[l] }
+
+// Broken reports whether a layer of the save was dropped or failed, so some
+// block will not be committed.
+func (s *Save) Broken() bool {
+	for i := range s.broken {
+		if s.broken[i].Load() {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Save) markStored(l int) {
+	s.once[l].Do(func() { close(s.stored[l]) })
 }
 
 // Blocks returns the plan indices of the blocks this save stores.
@@ -62,12 +89,22 @@ type layerJob struct {
 // Layer queues layer l of the save's blocks, copied from src. It reports
 // false when the layer was dropped (queue or staging full, connector
 // closed, copy failed); the engine goes on either way.
-func (s *Save) Layer(l int, src Source) bool {
+func (s *Save) Layer(l int, src Source) (queued bool) {
 	c := s.c
+	if l < 0 || l >= c.layout.Layers {
+		s.drop()
+		return false
+	}
 	if len(s.blocks) == 0 {
+		s.markStored(l)
 		return true
 	}
-	if l < 0 || l >= c.layout.Layers || c.closed.Load() {
+	defer func() {
+		if !queued {
+			s.markStored(l)
+		}
+	}()
+	if c.closed.Load() {
 		s.drop()
 		return false
 	}
@@ -123,6 +160,7 @@ func (c *Connector) saveWorker() {
 		if c.ctx.Err() != nil {
 			c.stage.give(j.chunks)
 			c.st.dropped.Add(1)
+			j.s.markStored(j.layer)
 			c.pending.Add(-1)
 			continue
 		}
@@ -154,6 +192,7 @@ func (c *Connector) runSave(j *layerJob) {
 			commit = append(commit, client.Item{Key: s.keys[s.blocks[n]], Data: c.commit})
 		}
 	}
+	s.markStored(j.layer)
 	if err != nil {
 		c.st.saveErrors.Add(1)
 		c.opts.Logger.Warn("adapter: saving a layer failed", "layer", j.layer, "err", err)
