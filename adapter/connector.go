@@ -172,15 +172,16 @@ func (c *Connector) Layout() Layout { return c.layout }
 // Close stops taking work, lets queued saves finish until ctx ends (then
 // drops them), and waits for every goroutine.
 func (c *Connector) Close(ctx context.Context) error {
-	c.queueMu.Lock()
 	if c.closed.Swap(true) {
-		c.queueMu.Unlock()
 		return nil
 	}
+	// Queued saves finish unless ctx ends first; then the workers drop
+	// what is left and a LayerWait blocked on a full queue gives up.
+	stopWaiters := context.AfterFunc(ctx, c.cancel)
+	defer stopWaiters()
+	c.queueMu.Lock()
 	close(c.saves)
 	c.queueMu.Unlock()
-	stop := context.AfterFunc(ctx, c.cancel)
-	defer stop()
 	c.wg.Wait()
 	c.cancel()
 	c.warmWG.Wait()

@@ -90,6 +90,18 @@ type layerJob struct {
 // false when the layer was dropped (queue or staging full, connector
 // closed, copy failed); the engine goes on either way.
 func (s *Save) Layer(l int, src Source) (queued bool) {
+	return s.layer(context.Background(), false, l, src)
+}
+
+// LayerWait is Layer for a caller that may wait: it waits, honouring ctx,
+// for staging memory and queue room instead of dropping. An engine's
+// eviction path uses it, where the block would otherwise be lost; the
+// prefill path uses Layer.
+func (s *Save) LayerWait(ctx context.Context, l int, src Source) bool {
+	return s.layer(ctx, true, l, src)
+}
+
+func (s *Save) layer(ctx context.Context, wait bool, l int, src Source) (queued bool) {
 	c := s.c
 	if l < 0 || l >= c.layout.Layers {
 		s.drop()
@@ -109,6 +121,17 @@ func (s *Save) Layer(l int, src Source) (queued bool) {
 		return false
 	}
 	chunks := c.stage.take(len(s.blocks))
+	for chunks == nil && wait && len(s.blocks) <= c.stage.max {
+		select {
+		case <-c.stage.freed:
+		case <-ctx.Done():
+		case <-c.ctx.Done():
+		}
+		if ctx.Err() != nil || c.ctx.Err() != nil {
+			break
+		}
+		chunks = c.stage.take(len(s.blocks))
+	}
 	if chunks == nil {
 		s.drop()
 		return false
@@ -122,7 +145,7 @@ func (s *Save) Layer(l int, src Source) (queued bool) {
 		}
 	}
 	job := &layerJob{s: s, layer: l, chunks: chunks}
-	if !c.enqueue(job) {
+	if !c.enqueue(ctx, wait, job) {
 		c.stage.give(chunks)
 		s.drop()
 		return false
@@ -130,22 +153,34 @@ func (s *Save) Layer(l int, src Source) (queued bool) {
 	return true
 }
 
-// enqueue hands a job to the workers without blocking; false when the queue
-// is full or closed.
-func (c *Connector) enqueue(j *layerJob) bool {
-	// The read lock keeps Close from closing the queue under the send.
+// enqueue hands a job to the workers: at once, or with wait until there is
+// room or ctx ends. False when the queue is full or
+// closed.
+func (c *Connector) enqueue(ctx context.Context, wait bool, j *layerJob) bool {
+	// The read lock keeps Close from closing the queue under the send;
+	// Close cancels c.ctx first, so a waiting send gives up.
 	c.queueMu.RLock()
 	defer c.queueMu.RUnlock()
 	if c.closed.Load() {
 		return false
 	}
+	if !wait {
+		select {
+		case c.saves <- j:
+			c.pending.Add(1)
+			return true
+		default:
+			return false
+		}
+	}
 	select {
 	case c.saves <- j:
 		c.pending.Add(1)
 		return true
-	default:
-		return false
+	case <-ctx.Done():
+	case <-c.ctx.Done():
 	}
+	return false
 }
 
 func (s *Save) drop() {
@@ -218,7 +253,9 @@ func (c *Connector) runSave(j *layerJob) {
 type staging struct {
 	size int64
 	max  int
-	mu   struct {
+	// freed is signalled when chunks come back, for LayerWait.
+	freed chan struct{}
+	mu    struct {
 		sync.Mutex
 		free  [][]byte
 		alloc int
@@ -226,7 +263,7 @@ type staging struct {
 }
 
 func newStaging(size, budget int64) *staging {
-	return &staging{size: size, max: int(budget / size)}
+	return &staging{size: size, max: int(budget / size), freed: make(chan struct{}, 1)}
 }
 
 // take returns n chunks, or nil when the budget cannot cover them.
@@ -253,6 +290,10 @@ func (s *staging) give(chunks [][]byte) {
 	s.mu.Lock()
 	s.mu.free = append(s.mu.free, chunks...)
 	s.mu.Unlock()
+	select {
+	case s.freed <- struct{}{}:
+	default:
+	}
 }
 
 // Flush waits until the save queue is empty, for tests and orderly
