@@ -252,7 +252,10 @@ func simulateReplication(ctx context.Context, t *Trace, o *ReplicationOptions, r
 		now:      replEpoch,
 	}
 	if run.Setup == SetupReplicate {
-		s.core = replicate.NewCore(o.Core, s.g)
+		var err error
+		if s.core, err = replicate.NewCore(o.Core, s.g); err != nil {
+			return fmt.Errorf("%w: %w", ErrOptions, err)
+		}
 	}
 	s.nodes = make([]replNode, o.Nodes)
 	for i := range s.nodes {

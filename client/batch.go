@@ -3,27 +3,16 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"net/http"
 
 	"github.com/yuebing/yuebing/block"
-)
-
-// Framed bodies of multi-put and multi-get (docs/api.md): the magic
-// "YBF1", then per block a 48-byte header (key, u32 flags, u32 crc32c,
-// u64 length, little-endian) and the block's bytes.
-const (
-	frameMagic      = "YBF1"
-	frameHeaderSize = 48
-	frameHasCRC     = 1 << 0
-	frameMissing    = 1 << 1
-	frameTierPos    = 8
-	framesType      = "application/x-yuebing-frames"
+	"github.com/yuebing/yuebing/block/frame"
 )
 
 // Match is the answer to Exists: how much of a chain is stored.
@@ -105,7 +94,7 @@ func (c *Client) getBatch(ctx context.Context, in keysBody, n int, fn func(Frame
 		return err
 	}
 	defer drain(resp.Body)
-	if ct := resp.Header.Get("Content-Type"); ct != framesType {
+	if ct := resp.Header.Get("Content-Type"); ct != frame.ContentType {
 		return fmt.Errorf("%w: multi-get answer of type %q", ErrProtocol, ct)
 	}
 	return readFrames(resp.Body, n, fn)
@@ -113,41 +102,26 @@ func (c *Client) getBatch(ctx context.Context, in keysBody, n int, fn func(Frame
 
 // readFrames decodes a multi-get body of exactly n frames.
 func readFrames(r io.Reader, n int, fn func(Frame, io.Reader) error) error {
-	var magic [4]byte
-	if _, err := io.ReadFull(r, magic[:]); err != nil || string(magic[:]) != frameMagic {
-		return fmt.Errorf("%w: multi-get answer does not start with %q", ErrProtocol, frameMagic)
-	}
-	var hdr [frameHeaderSize]byte
+	fr := frame.NewReader(r, math.MaxUint32, 1<<40)
 	for i := 0; ; i++ {
-		_, err := io.ReadFull(r, hdr[:])
-		if err == io.EOF && i == n {
+		h, err := fr.Next()
+		switch {
+		case err == io.EOF && i == n:
 			return nil
+		case err == io.EOF:
+			return fmt.Errorf("%w: multi-get answer has %d frames for %d keys", ErrProtocol, i, n)
+		case err != nil:
+			return fmt.Errorf("%w: multi-get answer, frame %d of %d: %w", ErrProtocol, i+1, n, err)
+		case i >= n:
+			return fmt.Errorf("%w: multi-get answer has more than %d frames", ErrProtocol, n)
 		}
-		if err != nil || i >= n {
-			return fmt.Errorf("%w: multi-get answer has a bad frame %d of %d", ErrProtocol, i+1, n)
-		}
-		var f Frame
-		copy(f.Key[:], hdr[:32])
-		flags := binary.LittleEndian.Uint32(hdr[32:])
-		f.Checksum = binary.LittleEndian.Uint32(hdr[36:])
-		length := binary.LittleEndian.Uint64(hdr[40:])
-		if length > 1<<40 {
-			return fmt.Errorf("%w: frame %d claims %d bytes", ErrProtocol, i+1, length)
-		}
-		f.Length = int64(length)
-		f.Missing = flags&frameMissing != 0
-		f.Tier = int(flags>>frameTierPos) & 0xff
-		data := &checkingReader{r: io.LimitReader(r, f.Length)}
+		f := Frame{Key: h.Key, Missing: h.Missing(), Tier: h.Tier(), Checksum: h.CRC, Length: int64(h.Length)}
+		data := &checkingReader{r: fr.Data()}
 		if err := fn(f, data); err != nil {
 			return err
 		}
-		if data.n == f.Length && flags&frameHasCRC != 0 && data.sum != f.Checksum {
+		if data.n == f.Length && h.HasCRC() && data.sum != f.Checksum {
 			return fmt.Errorf("%w: block %s: received crc32c %08x, server sent %08x", ErrChecksum, f.Key, data.sum, f.Checksum)
-		}
-		if rest := f.Length - data.n; rest > 0 {
-			if _, err := io.CopyN(io.Discard, r, rest); err != nil {
-				return fmt.Errorf("%w: multi-get answer ends inside frame %d", ErrProtocol, i+1)
-			}
 		}
 	}
 }
@@ -160,6 +134,9 @@ type checkingReader struct {
 
 func (c *checkingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
+	if errors.Is(err, frame.ErrMalformed) {
+		err = fmt.Errorf("%w: %w", ErrProtocol, err)
+	}
 	c.sum = crc32.Update(c.sum, castagnoli, p[:n])
 	c.n += int64(n)
 	return n, err
@@ -191,24 +168,20 @@ type ItemResult struct {
 // item order, and the error joins the items' errors (nil if all stored).
 func (c *Client) PutBatch(ctx context.Context, namespace string, items []Item) ([]ItemResult, error) {
 	parts := make([]io.Reader, 0, 2*len(items)+1)
-	parts = append(parts, bytes.NewReader([]byte(frameMagic)))
-	size := int64(len(frameMagic))
-	headers := make([]byte, frameHeaderSize*len(items))
+	parts = append(parts, bytes.NewReader([]byte(frame.Magic)))
+	size := int64(len(frame.Magic))
+	headers := make([][frame.HeaderSize]byte, len(items))
 	for i, it := range items {
-		h := headers[i*frameHeaderSize : (i+1)*frameHeaderSize]
-		copy(h[:32], it.Key[:])
-		binary.LittleEndian.PutUint32(h[32:], frameHasCRC)
-		binary.LittleEndian.PutUint32(h[36:], Checksum(it.Data))
-		binary.LittleEndian.PutUint64(h[40:], uint64(len(it.Data)))
-		parts = append(parts, bytes.NewReader(h), bytes.NewReader(it.Data))
-		size += frameHeaderSize + int64(len(it.Data))
+		frame.Header{Key: it.Key, Flags: frame.FlagCRC, CRC: Checksum(it.Data), Length: uint64(len(it.Data))}.Encode(&headers[i])
+		parts = append(parts, bytes.NewReader(headers[i][:]), bytes.NewReader(it.Data))
+		size += frame.HeaderSize + int64(len(it.Data))
 	}
 	req, err := c.newRequest(ctx, http.MethodPost, "/v1/batch/put", io.MultiReader(parts...))
 	if err != nil {
 		return nil, err
 	}
 	req.ContentLength = size
-	req.Header.Set("Content-Type", framesType)
+	req.Header.Set("Content-Type", frame.ContentType)
 	req.Header.Set(headerNamespace, namespace)
 	resp, err := c.do(req, http.StatusOK)
 	if err != nil {

@@ -2,13 +2,13 @@ package client
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net/http"
 	"testing"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/block/frame"
 )
 
 func TestNew(t *testing.T) {
@@ -54,22 +54,19 @@ func TestErrorSentinels(t *testing.T) {
 	}
 }
 
-type frame struct {
+type testFrame struct {
 	key   block.Key
 	flags uint32
 	data  []byte
 	crc   uint32
 }
 
-func encodeFrames(fs []frame) []byte {
+func encodeFrames(fs []testFrame) []byte {
 	var b bytes.Buffer
-	b.WriteString(frameMagic)
+	b.WriteString(frame.Magic)
 	for _, f := range fs {
-		var h [frameHeaderSize]byte
-		copy(h[:32], f.key[:])
-		binary.LittleEndian.PutUint32(h[32:], f.flags)
-		binary.LittleEndian.PutUint32(h[36:], f.crc)
-		binary.LittleEndian.PutUint64(h[40:], uint64(len(f.data)))
+		var h [frame.HeaderSize]byte
+		frame.Header{Key: f.key, Flags: f.flags, CRC: f.crc, Length: uint64(len(f.data))}.Encode(&h)
 		b.Write(h[:])
 		b.Write(f.data)
 	}
@@ -79,9 +76,9 @@ func encodeFrames(fs []frame) []byte {
 func TestReadFrames(t *testing.T) {
 	var k1, k2 block.Key
 	k1[0], k2[0] = 1, 2
-	body := encodeFrames([]frame{
-		{key: k1, flags: frameHasCRC | 1<<frameTierPos, data: []byte("hello"), crc: Checksum([]byte("hello"))},
-		{key: k2, flags: frameMissing},
+	body := encodeFrames([]testFrame{
+		{key: k1, flags: frame.FlagCRC | 1<<frame.TierShift, data: []byte("hello"), crc: Checksum([]byte("hello"))},
+		{key: k2, flags: frame.FlagMissing},
 	})
 	var got []Frame
 	err := readFrames(bytes.NewReader(body), 2, func(f Frame, r io.Reader) error {
@@ -96,7 +93,7 @@ func TestReadFrames(t *testing.T) {
 		t.Fatalf("readFrames: %+v, %v", got, err)
 	}
 	// A frame whose bytes do not match its checksum is an error.
-	bad := encodeFrames([]frame{{key: k1, flags: frameHasCRC, data: []byte("hello"), crc: 1}})
+	bad := encodeFrames([]testFrame{{key: k1, flags: frame.FlagCRC, data: []byte("hello"), crc: 1}})
 	err = readFrames(bytes.NewReader(bad), 1, func(_ Frame, r io.Reader) error { _, err := io.ReadAll(r); return err })
 	if !errors.Is(err, ErrChecksum) {
 		t.Fatalf("bad checksum: %v", err)
@@ -114,9 +111,9 @@ func TestReadFrames(t *testing.T) {
 
 func FuzzReadFrames(f *testing.F) {
 	var k block.Key
-	f.Add(encodeFrames([]frame{{key: k, flags: frameHasCRC, data: []byte("abc"), crc: Checksum([]byte("abc"))}}), 1)
-	f.Add(encodeFrames([]frame{{key: k, flags: frameMissing}, {key: k}}), 2)
-	f.Add([]byte(frameMagic), 0)
+	f.Add(encodeFrames([]testFrame{{key: k, flags: frame.FlagCRC, data: []byte("abc"), crc: Checksum([]byte("abc"))}}), 1)
+	f.Add(encodeFrames([]testFrame{{key: k, flags: frame.FlagMissing}, {key: k}}), 2)
+	f.Add([]byte(frame.Magic), 0)
 	f.Fuzz(func(t *testing.T, body []byte, n int) {
 		if n < 0 || n > 64 {
 			return

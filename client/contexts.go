@@ -25,7 +25,8 @@ type ContextSpec struct {
 	Names     []string
 }
 
-// Context is a context and where its blocks are.
+// Context is a context and where its blocks are: the body of the server's
+// context answers (the server uses this type).
 type Context struct {
 	ID        string      `json:"id"`
 	Namespace string      `json:"namespace"`
@@ -33,7 +34,8 @@ type Context struct {
 	Keys      []block.Key `json:"keys"`
 	// Tiers names, key by key, the fastest tier holding the block ("" when
 	// not stored).
-	Tiers      []string       `json:"tiers"`
+	Tiers []string `json:"tiers"`
+	// Resident counts the context's blocks per tier.
 	Resident   map[string]int `json:"resident"`
 	Missing    int            `json:"missing"`
 	CreatedAt  time.Time      `json:"created_at"`

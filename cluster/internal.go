@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/internal/httperr"
 	"github.com/yuebing/yuebing/tier"
 )
 
@@ -56,12 +57,6 @@ type (
 	}
 	queryResponse struct {
 		Nodes []Match `json:"nodes"`
-	}
-	errorBody struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
 	}
 )
 
@@ -108,41 +103,28 @@ func (n *Node) Handler() http.Handler {
 	})
 }
 
-// errorCode is the one mapping between errors and the internal API's status
-// codes, used by both ends.
-var errorCodes = []struct {
-	err    error
-	status int
-	code   string
-}{
-	{ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
-	{ErrBadReport, http.StatusBadRequest, "bad_report"},
-	{ErrBadRequest, http.StatusBadRequest, "bad_request"},
-	{tier.ErrNotFound, http.StatusNotFound, "not_found"},
-	{ErrNotLeader, http.StatusConflict, "not_leader"},
-	{ErrResync, http.StatusConflict, "resync"},
-	{ErrNotMember, http.StatusConflict, "not_member"},
-	{ErrLastCopy, http.StatusConflict, "last_copy"},
-	{ErrNoLeader, http.StatusServiceUnavailable, "no_leader"},
-	{ErrBusy, http.StatusTooManyRequests, "busy"},
-	{ErrClosed, http.StatusServiceUnavailable, "closed"},
-	{tier.ErrCorrupt, http.StatusUnprocessableEntity, "corrupt"},
+// ErrorRows map the cluster's sentinels to HTTP answers. The internal API
+// answers with them joined to httperr.Common, and turns answers back into
+// the sentinels with the same table; the server's public API lists them
+// too, so a cause gets one answer on both. A remote call that found no
+// leader is wrapped with ErrNoLeader, which therefore goes first.
+var ErrorRows = []httperr.Row{
+	{Err: ErrUnauthorized, Status: http.StatusUnauthorized, Code: "unauthorized"},
+	{Err: ErrBadReport, Status: http.StatusBadRequest, Code: "bad_report"},
+	{Err: ErrBadRequest, Status: http.StatusBadRequest, Code: "bad_request"},
+	{Err: ErrNoLeader, Status: http.StatusServiceUnavailable, Code: "no_leader"},
+	{Err: ErrNotLeader, Status: http.StatusConflict, Code: "not_leader"},
+	{Err: ErrResync, Status: http.StatusConflict, Code: "resync"},
+	{Err: ErrNotMember, Status: http.StatusConflict, Code: "not_member"},
+	{Err: ErrLastCopy, Status: http.StatusConflict, Code: "last_copy"},
+	{Err: ErrBusy, Status: http.StatusTooManyRequests, Code: "overloaded"},
+	{Err: ErrClosed, Status: http.StatusServiceUnavailable, Code: "closed"},
 }
 
-func writeError(w http.ResponseWriter, err error) {
-	status, code := http.StatusInternalServerError, "internal"
-	for _, c := range errorCodes {
-		if errors.Is(err, c.err) {
-			status, code = c.status, c.code
-			break
-		}
-	}
-	var b errorBody
-	b.Error.Code, b.Error.Message = code, err.Error()
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(&b)
-}
+// errorTable is the internal API's view of the one table.
+var errorTable = httperr.Join(ErrorRows, httperr.Common)
+
+func writeError(w http.ResponseWriter, err error) { errorTable.Write(w, err) }
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -173,12 +155,10 @@ func (n *Node) post(ctx context.Context, addr, path string, body []byte, out any
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var b errorBody
+		var b httperr.Body
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&b)
-		for _, c := range errorCodes {
-			if c.code == b.Error.Code {
-				return fmt.Errorf("%w (from %s: %s)", c.err, addr, b.Error.Message)
-			}
+		if sentinel := errorTable.Err(b.Error.Code); sentinel != nil {
+			return fmt.Errorf("%w (from %s: %s)", sentinel, addr, b.Error.Message)
 		}
 		return fmt.Errorf("cluster: %s%s: %s: %s", addr, path, resp.Status, b.Error.Message)
 	}

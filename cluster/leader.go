@@ -36,15 +36,18 @@ const (
 	synced
 )
 
-func newLeader(n *Node, term int64) *leader {
+func newLeader(n *Node, term int64) (*leader, error) {
 	l := &leader{n: n, term: term, g: index.NewGlobal(index.GlobalOptions{MaxNodes: n.opts.MaxNodes})}
 	l.mu.nodes = map[uint32]syncState{}
-	core := replicate.NewCore(n.opts.Replication, l.g)
+	core, err := replicate.NewCore(n.opts.Replication, l.g)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: leader: %w", err)
+	}
 	l.drv = replicate.NewDriver(core, executor{l}, replicate.DriverOptions{
 		Interval: n.opts.ReplicationInterval,
 		Logger:   n.log.With("role", "leader"),
 	})
-	return l
+	return l, nil
 }
 
 func (l *leader) close() { l.drv.Close() }

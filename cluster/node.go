@@ -346,7 +346,13 @@ func (n *Node) session() error {
 	case <-n.ctx.Done():
 		return nil
 	case e := <-elected:
-		l := newLeader(n, e.Rev())
+		l, err := newLeader(n, e.Rev())
+		if err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), n.opts.DialTimeout)
+			defer cancel()
+			_ = e.Resign(ctx)
+			return err
+		}
 		n.lead.Store(l)
 		n.log.Info("cluster: elected leader", "term", e.Rev())
 		defer func() {

@@ -20,7 +20,7 @@ func BenchmarkHits(b *testing.B) {
 		keys[i] = keyOfInt(uint64(i))
 	}
 	z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, nkeys-1)
-	c := NewCore(Options{}, nil)
+	c := mustCore(b, Options{}, nil)
 	now := epoch
 	for n := range 16 {
 		if err := c.Step(now, NodeUp{Node: uint32(n), Capacity: 1 << 40, Free: 1 << 40}); err != nil {
@@ -52,7 +52,7 @@ func BenchmarkTick(b *testing.B) {
 	for _, tracked := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("tracked=%d", tracked), func(b *testing.B) {
 			g := index.NewGlobal(index.GlobalOptions{})
-			c := NewCore(Options{}, g)
+			c := mustCore(b, Options{}, g)
 			now := epoch
 			for n := range 16 {
 				if err := c.Step(now, NodeUp{Node: uint32(n), Capacity: 1 << 40, Free: 1 << 40}); err != nil {
@@ -99,7 +99,7 @@ func BenchmarkNodeDown(b *testing.B) {
 	}
 	for b.Loop() {
 		b.StopTimer()
-		c := NewCore(Options{}, g)
+		c := mustCore(b, Options{}, g)
 		now := epoch
 		for n := range nodes {
 			if err := c.Step(now, NodeUp{Node: uint32(n), Capacity: 1 << 40, Free: 1 << 40}); err != nil {

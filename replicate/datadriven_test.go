@@ -90,7 +90,7 @@ func TestDataDriven(t *testing.T) {
 			case "init":
 				g := index.NewGlobal(index.GlobalOptions{})
 				h = &harness{
-					core:    NewCore(scriptOptions(t, d), g),
+					core:    mustCore(t, scriptOptions(t, d), g),
 					g:       g,
 					now:     epoch,
 					names:   map[block.Key]string{},

@@ -11,7 +11,7 @@
 // service) and feeds the outcomes back.
 //
 //	g := index.NewGlobal(index.GlobalOptions{}) // the leader's block directory
-//	c := replicate.NewCore(replicate.Options{}, g)
+//	c, err := replicate.NewCore(replicate.Options{}, g)
 //	c.Step(now, replicate.NodeUp{Node: 1, Capacity: 64 << 30, Free: 32 << 30})
 //	c.Step(now, replicate.SetReplicas{Key: k, Count: 2})
 //	c.Step(now, replicate.Hits{Node: 3, Keys: []block.Key{k}})

@@ -72,7 +72,7 @@ func driverSetup(t *testing.T, opts Options, nodes int, keys []block.Key) (*Driv
 	t.Helper()
 	g := index.NewGlobal(index.GlobalOptions{})
 	ex := &fakeExec{g: g, release: make(chan struct{})}
-	d := NewDriver(NewCore(opts, g), ex, DriverOptions{Interval: time.Second})
+	d := NewDriver(mustCore(t, opts, g), ex, DriverOptions{Interval: time.Second})
 	t.Cleanup(func() { d.Close() })
 	for n := range nodes {
 		if err := d.Step(NodeUp{Node: uint32(n), Capacity: 100, Free: 100}); err != nil {

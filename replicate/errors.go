@@ -3,6 +3,8 @@ package replicate
 import "errors"
 
 var (
+	// ErrOptions reports Options out of range.
+	ErrOptions = errors.New("replicate: invalid options")
 	// ErrInvalidEvent reports an event the core cannot take: an unknown
 	// type, a node id at or above Options.MaxNodes, a tier or count out of
 	// range. The core is unchanged.

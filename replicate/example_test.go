@@ -18,7 +18,10 @@ func Example() {
 	g := index.NewGlobal(index.GlobalOptions{})
 	_ = g.Apply(1, []index.Change{{Key: k, Tier: 0, Added: true}})
 
-	c := replicate.NewCore(replicate.Options{HotHits: 32}, g)
+	c, err := replicate.NewCore(replicate.Options{HotHits: 32}, g)
+	if err != nil {
+		panic(err)
+	}
 	for n := uint32(1); n <= 3; n++ {
 		_ = c.Step(now, replicate.NodeUp{Node: n, Capacity: 1 << 30, Free: 1 << 30})
 	}

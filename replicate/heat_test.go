@@ -134,7 +134,7 @@ func TestSketchSeed(t *testing.T) {
 }
 
 func TestThresholds(t *testing.T) {
-	c := NewCore(Options{HotHits: 10, HotFactor: 3, MaxReplicas: 4, KeepRatio: 0.5}, nil)
+	c := mustCore(t, Options{HotHits: 10, HotFactor: 3, MaxReplicas: 4, KeepRatio: 0.5}, nil)
 	for _, tc := range []struct {
 		heat       uint32
 		grow, keep int

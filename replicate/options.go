@@ -135,7 +135,7 @@ func (o *Options) EnsureDefaults() {
 func (o *Options) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("replicate: "+format, args...))
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrOptions}, args...)...))
 	}
 	if o.Buckets < 1 || o.Buckets > maxBuckets {
 		bad("Buckets %d must be in [1, %d]", o.Buckets, maxBuckets)

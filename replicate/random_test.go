@@ -39,7 +39,7 @@ func randomRun(t *testing.T, seed uint64, steps int) []string {
 		Cooldown: 20 * time.Second, ScanPerTick: 8, DefaultBlockSize: 1, SketchWidth: 256, Seed: seed,
 	}
 	g := index.NewGlobal(index.GlobalOptions{})
-	c := NewCore(opts, g)
+	c := mustCore(t, opts, g)
 	keys := make([]block.Key, nkeys)
 	for i := range keys {
 		keys[i] = keyOfInt(uint64(i))

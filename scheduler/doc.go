@@ -8,8 +8,9 @@
 // on each and the decode batches, and every method takes the current time
 // as an argument and returns decisions; it starts no goroutines and does no
 // I/O. The simulator (yuebing bench sched) drives a Core directly; the
-// Driver wraps one with a mutex and a clock for the HTTP Service, and hands
-// pull plans to a Migrator.
+// Driver wraps one with a mutex and a clock for the HTTP API (in package
+// server, which decodes requests with this package's Decode functions), and
+// hands pull plans to a Migrator.
 //
 // Estimates: prefill time is a polynomial in input length and cached
 // prefix, fitted by least squares to a profile CSV (the default profile is

@@ -168,41 +168,52 @@ func (o *Options) EnsureDefaults() {
 	}
 }
 
-// Validate reports every problem at once.
+// Validate reports every problem at once, each an *OptionError naming its
+// field and wrapping ErrOptions.
 func (o *Options) Validate() error {
 	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrOptions}, args...)...))
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &OptionError{Field: field, Err: fmt.Errorf("%w: "+format, append([]any{ErrOptions}, args...)...)})
 	}
 	if int(o.Policy) >= len(policyNames) {
-		bad("unknown policy %d", o.Policy)
+		bad("Policy", "unknown policy %d", o.Policy)
 	}
 	if int(o.Rejection) >= len(rejectionNames) {
-		bad("unknown rejection %d", o.Rejection)
+		bad("Rejection", "unknown rejection %d", o.Rejection)
 	}
 	if o.BlockSize < 1 || o.BlockSize > 1<<20 {
-		bad("block size %d tokens, want 1 to 2^20", o.BlockSize)
+		bad("BlockSize", "block size %d tokens, want 1 to 2^20", o.BlockSize)
 	}
 	if math.IsNaN(o.BalancingThreshold) || o.BalancingThreshold < 1 {
-		bad("balancing threshold %v, want at least 1 (a remote prefix no longer than the local one is never worth a pull)", o.BalancingThreshold)
+		bad("BalancingThreshold", "balancing threshold %v, want at least 1 (a remote prefix no longer than the local one is never worth a pull)", o.BalancingThreshold)
 	}
 	if o.TTFTSLO <= 0 {
-		bad("TTFT SLO %v, want > 0", o.TTFTSLO)
+		bad("TTFTSLO", "TTFT SLO %v, want > 0", o.TTFTSLO)
 	}
 	if o.TBTSLO <= 0 {
-		bad("TBT SLO %v, want > 0", o.TBTSLO)
+		bad("TBTSLO", "TBT SLO %v, want > 0", o.TBTSLO)
 	}
 	if o.KVBytesPerToken < 1 {
-		bad("KV bytes per token %d, want > 0", o.KVBytesPerToken)
+		bad("KVBytesPerToken", "KV bytes per token %d, want > 0", o.KVBytesPerToken)
 	}
 	if !(o.Bandwidth > 0) || math.IsInf(o.Bandwidth, 0) {
-		bad("bandwidth %v bytes/s, want a positive number", o.Bandwidth)
+		bad("Bandwidth", "bandwidth %v bytes/s, want a positive number", o.Bandwidth)
 	}
 	if o.DecodeTime <= 0 {
-		bad("decode time t_d %v, want > 0", o.DecodeTime)
+		bad("DecodeTime", "decode time t_d %v, want > 0", o.DecodeTime)
 	}
 	if o.DefaultOutputTokens < 1 {
-		bad("default output tokens %d, want > 0", o.DefaultOutputTokens)
+		bad("DefaultOutputTokens", "default output tokens %d, want > 0", o.DefaultOutputTokens)
 	}
 	return errors.Join(errs...)
 }
+
+// OptionError is one problem Validate found: the Options field and what is
+// wrong with it.
+type OptionError struct {
+	Field string
+	Err   error
+}
+
+func (e *OptionError) Error() string { return e.Err.Error() }
+func (e *OptionError) Unwrap() error { return e.Err }

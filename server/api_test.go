@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gin-gonic/gin"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -17,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/block/frame"
 	"github.com/yuebing/yuebing/client"
 	"github.com/yuebing/yuebing/index"
 	"github.com/yuebing/yuebing/server/auth"
@@ -368,17 +370,17 @@ type testFrame struct {
 func frames(t testing.TB, fs []testFrame) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	b.WriteString(frameMagic)
+	b.WriteString(frame.Magic)
 	for _, f := range fs {
-		h := frameHeader{Key: f.key, Flags: f.flags, CRC: f.crc, Length: uint64(len(f.data))}
+		h := frame.Header{Key: f.key, Flags: f.flags, CRC: f.crc, Length: uint64(len(f.data))}
 		if f.hasCRC {
-			h.Flags |= frameHasCRC
+			h.Flags |= frame.FlagCRC
 		}
 		if f.length != 0 {
 			h.Length = uint64(f.length)
 		}
-		var hb [frameHeaderSize]byte
-		h.encode(&hb)
+		var hb [frame.HeaderSize]byte
+		h.Encode(&hb)
 		b.Write(hb[:])
 		b.Write(f.data)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/block/frame"
 	"github.com/yuebing/yuebing/server/auth"
 	"github.com/yuebing/yuebing/tier"
 )
@@ -139,7 +140,7 @@ func (a *API) batchGet(c *gin.Context) {
 		return
 	}
 	defer release()
-	frames := make([]frameHeader, len(ts))
+	frames := make([]frame.Header, len(ts))
 	handles := make([]*tier.Handle, len(ts))
 	defer func() {
 		for _, h := range handles {
@@ -148,18 +149,18 @@ func (a *API) batchGet(c *gin.Context) {
 			}
 		}
 	}()
-	total := int64(len(frameMagic))
+	total := int64(len(frame.Magic))
 	var data int64
 	for i, t := range ts {
 		frames[i].Key = t.key
-		frames[i].Flags = frameMissing
+		frames[i].Flags = frame.FlagMissing
 		h, tierBits, err := a.batchBlock(ctx, p, t)
 		switch {
 		case err != nil:
 			a.fail(c, err)
 			return
 		case h == nil:
-			total += frameHeaderSize
+			total += frame.HeaderSize
 			continue
 		}
 		handles[i] = h
@@ -168,20 +169,20 @@ func (a *API) batchGet(c *gin.Context) {
 			a.fail(c, fmt.Errorf("%w: the blocks add up to over %d bytes (limits.max_batch_bytes)", ErrTooLarge, a.limits.MaxBatchBytes))
 			return
 		}
-		frames[i] = frameHeader{Key: t.key, Flags: frameHasCRC | tierBits<<frameTierPos, CRC: h.Checksum(), Length: uint64(h.Len())}
-		total += frameHeaderSize + int64(h.Len())
+		frames[i] = frame.Header{Key: t.key, Flags: frame.FlagCRC | tierBits<<frame.TierShift, CRC: h.Checksum(), Length: uint64(h.Len())}
+		total += frame.HeaderSize + int64(h.Len())
 	}
 	hdr := c.Writer.Header()
 	hdr.Set("Content-Type", FramesContentType)
 	hdr.Set("Content-Length", strconv.FormatInt(total, 10))
 	c.Status(http.StatusOK)
 	w := c.Writer
-	if _, err := w.WriteString(frameMagic); err != nil {
+	if _, err := w.WriteString(frame.Magic); err != nil {
 		return
 	}
-	var b [frameHeaderSize]byte
+	var b [frame.HeaderSize]byte
 	for i, f := range frames {
-		f.encode(&b)
+		f.Encode(&b)
 		if _, err := w.Write(b[:]); err != nil {
 			return // the client went away
 		}
@@ -196,11 +197,11 @@ func (a *API) batchGet(c *gin.Context) {
 }
 
 // batchBlock pins one block of a multi-get and says which tier it came
-// from (frameTierRemote: another node). A nil handle with a nil error is a
+// from (frame.TierRemote: another node). A nil handle with a nil error is a
 // missing frame: not stored, not visible to p, or not fetched in time.
 func (a *API) batchBlock(ctx context.Context, p auth.Principal, t target) (*tier.Handle, uint32, error) {
 	if a.opts.Cluster != nil && !a.store.Contains(t.key) {
-		return a.fetchForBatch(ctx, p, t), frameTierRemote, nil
+		return a.fetchForBatch(ctx, p, t), frame.TierRemote, nil
 	}
 	if _, _, err := a.visible(p, t); err != nil {
 		return nil, 0, nil
@@ -274,14 +275,14 @@ func (a *API) batchPut(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	maxBody := int64(len(frameMagic)) + int64(a.limits.MaxBatchKeys)*frameHeaderSize + int64(a.limits.MaxBatchBytes)
+	maxBody := int64(len(frame.Magic)) + int64(a.limits.MaxBatchKeys)*frame.HeaderSize + int64(a.limits.MaxBatchBytes)
 	if c.Request.ContentLength > maxBody {
 		a.fail(c, fmt.Errorf("%w: body of %d bytes, at most %d with limits.max_batch_keys and limits.max_batch_bytes", ErrTooLarge, c.Request.ContentLength, maxBody))
 		return
 	}
 	body := http.MaxBytesReader(c.Writer, c.Request.Body, maxBody)
 	ctx := c.Request.Context()
-	fr := newFrameReader(body, framePutFlags, int64(a.limits.MaxBlockSize))
+	fr := newFrameReader(body, frame.PutFlags, int64(a.limits.MaxBlockSize))
 	meta, err := encodeMeta(blockMeta{Namespace: ns})
 	if err != nil {
 		a.fail(c, err)
@@ -318,7 +319,7 @@ func (a *API) batchPut(c *gin.Context) {
 		}
 		size := int64(h.Length)
 		t := target{key: h.Key, ns: ns}
-		opts := tier.PutOptions{Checksum: h.CRC, HasChecksum: h.hasCRC(), Meta: meta, PinnedUntil: a.contexts.pinFor(h.Key, ns)}
+		opts := tier.PutOptions{Checksum: h.CRC, HasChecksum: h.HasCRC(), Meta: meta, PinnedUntil: a.contexts.pinFor(h.Key, ns)}
 		release, err := a.reserve(ctx, size)
 		if err != nil {
 			stop(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/block/frame"
 	"github.com/yuebing/yuebing/server/auth"
 	"github.com/yuebing/yuebing/tier"
 )
@@ -68,9 +69,9 @@ func TestFrameReader(t *testing.T) {
 	var k1, k2 block.Key
 	k1[0], k2[0] = 1, 2
 	body := frames(t, []testFrame{{key: k1, data: []byte("hello"), crc: 7, hasCRC: true}, {key: k2, data: nil}, {key: k1, data: []byte("skipped")}})
-	fr := newFrameReader(bytes.NewReader(body), framePutFlags, 100)
+	fr := newFrameReader(bytes.NewReader(body), frame.PutFlags, 100)
 	h, err := fr.Next()
-	if err != nil || h.Key != k1 || !h.hasCRC() || h.CRC != 7 || h.Length != 5 {
+	if err != nil || h.Key != k1 || !h.HasCRC() || h.CRC != 7 || h.Length != 5 {
 		t.Fatalf("frame 1 = %+v, %v", h, err)
 	}
 	data, err := io.ReadAll(fr.Data())
@@ -90,7 +91,7 @@ func TestFrameReader(t *testing.T) {
 
 	bad := func(name string, body []byte, want error) {
 		t.Helper()
-		fr := newFrameReader(bytes.NewReader(body), framePutFlags, 100)
+		fr := newFrameReader(bytes.NewReader(body), frame.PutFlags, 100)
 		var err error
 		for err == nil {
 			if _, err = fr.Next(); err == nil {
@@ -113,12 +114,12 @@ func TestFrameReader(t *testing.T) {
 
 func FuzzFrameReader(f *testing.F) {
 	var k block.Key
-	f.Add([]byte(frameMagic))
+	f.Add([]byte(frame.Magic))
 	f.Add(frames(f, []testFrame{{key: k, data: []byte("abc"), hasCRC: true, crc: 1}, {key: k}}))
 	f.Add(frames(f, []testFrame{{key: k, length: 1 << 40}}))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		fr := newFrameReader(bytes.NewReader(body), framePutFlags, 1<<16)
-		total := len(frameMagic)
+		fr := newFrameReader(bytes.NewReader(body), frame.PutFlags, 1<<16)
+		total := len(frame.Magic)
 		for {
 			h, err := fr.Next()
 			if err == io.EOF {
@@ -133,7 +134,7 @@ func FuzzFrameReader(f *testing.F) {
 				}
 				return
 			}
-			if h.Flags&^framePutFlags != 0 || h.Length > 1<<16 {
+			if h.Flags&^frame.PutFlags != 0 || h.Length > 1<<16 {
 				t.Fatalf("accepted %+v", h)
 			}
 			n, err := io.Copy(io.Discard, fr.Data())
@@ -146,7 +147,7 @@ func FuzzFrameReader(f *testing.F) {
 			if uint64(n) != h.Length {
 				t.Fatalf("read %d of %d data bytes without an error", n, h.Length)
 			}
-			total += frameHeaderSize + int(n)
+			total += frame.HeaderSize + int(n)
 		}
 	})
 }

@@ -141,10 +141,12 @@ type ContextsConfig struct {
 	MaxContexts int `yaml:"max_contexts"`
 }
 
-// ConductorConfig configures the embedded conductor (docs/conductor.md):
-// KV-cache-aware scheduling of prefill and decode instances at
-// /v1/conductor. `yuebing conductor` runs it alone with every knob; the
-// embedded one takes the common ones and the default profiles.
+// ConductorConfig configures the conductor (docs/conductor.md), embedded at
+// /v1/conductor or run alone by `yuebing conductor`: the same knobs and the
+// same defaults either way, those of scheduler.Options. The fields are the
+// operator's spelling; Validate parses them once into Options, which
+// scheduler.Options.Validate checks, and which is what the conductor runs
+// with. Zero fields take the scheduler's defaults.
 type ConductorConfig struct {
 	// Enabled mounts the conductor's endpoints. Default true.
 	Enabled bool `yaml:"enabled"`
@@ -156,15 +158,116 @@ type ConductorConfig struct {
 	// BlockSize is the tokens per key of schedule requests given as
 	// tokens. Default 256.
 	BlockSize int `yaml:"block_size"`
+	// BalancingThreshold is kvcache_balancing_threshold: pull a remote
+	// prefix when it is this many times longer than the local one.
+	// Default 1.25.
+	BalancingThreshold float64 `yaml:"balancing_threshold"`
 	// TTFTSLO and TBTSLO are the service levels a request must be able to
 	// meet to be admitted. Defaults 30s and 100ms.
 	TTFTSLO time.Duration `yaml:"ttft_slo"`
 	TBTSLO  time.Duration `yaml:"tbt_slo"`
+	// DecodeTime is the uniform decode time t_d of predicted rejection.
+	// Default 30s.
+	DecodeTime time.Duration `yaml:"decode_time"`
 	// BandwidthGbps is the KV transfer bandwidth between instances.
 	// Default 800.
 	BandwidthGbps float64 `yaml:"bandwidth_gbps"`
 	// KVBytesPerToken of the model. Default 320KiB (LLaMA3-70B).
 	KVBytesPerToken ByteSize `yaml:"kv_bytes_per_token"`
+	// PrefillProfile is a CSV of input_len,prefix_len,seconds to fit the
+	// prefill model to. Default: LLaMA3-70B on 8xA800 from the paper's
+	// model.
+	PrefillProfile string `yaml:"prefill_profile"`
+	// DecodeProfile is a CSV of batch_size,kv_tokens,seconds to fit the
+	// decode model to. Default: the built-in TBT model.
+	DecodeProfile string `yaml:"decode_profile"`
+
+	// Options is what the fields above become: set by Config.Validate (or
+	// RunConductor). Fields set here programmatically that have no YAML
+	// spelling (Seed, DefaultOutputTokens, Logger) are kept.
+	Options scheduler.Options `yaml:"-"`
+}
+
+// DefaultConductorConfig returns the conductor's defaults in the
+// operator's spelling: scheduler.Options' defaults, the one place they are
+// set.
+func DefaultConductorConfig() ConductorConfig {
+	var o scheduler.Options
+	o.EnsureDefaults()
+	return ConductorConfig{
+		Enabled: true, Policy: o.Policy.String(), Rejection: o.Rejection.String(),
+		BlockSize: o.BlockSize, BalancingThreshold: o.BalancingThreshold,
+		TTFTSLO: o.TTFTSLO, TBTSLO: o.TBTSLO, DecodeTime: o.DecodeTime,
+		BandwidthGbps: o.Bandwidth * 8 / 1e9, KVBytesPerToken: ByteSize(o.KVBytesPerToken),
+	}
+}
+
+// resolve parses the fields into c.Options and validates them, once, with
+// scheduler.Options.Validate. bad gets each problem with the YAML name of
+// its field ("" for an option that has none).
+func (c *ConductorConfig) resolve(bad func(field, format string, args ...any)) {
+	o := c.Options
+	o.BlockSize, o.BalancingThreshold = c.BlockSize, c.BalancingThreshold
+	o.TTFTSLO, o.TBTSLO, o.DecodeTime = c.TTFTSLO, c.TBTSLO, c.DecodeTime
+	o.Bandwidth, o.KVBytesPerToken = c.BandwidthGbps*1e9/8, int64(c.KVBytesPerToken)
+	var err error
+	if o.Policy, err = scheduler.ParsePolicy(c.Policy); err != nil {
+		bad("policy", "%q: want random, load, cache-local or cache-global", c.Policy)
+	}
+	if o.Rejection, err = scheduler.ParseRejection(c.Rejection); err != nil {
+		bad("rejection", "%q: want none, early or predicted", c.Rejection)
+	}
+	if err := block.ValidateBlockSize(c.BlockSize); err != nil {
+		bad("block_size", "%d: want %d to %d", c.BlockSize, block.MinBlockSize, block.MaxBlockSize)
+	}
+	if c.PrefillProfile != "" {
+		if o.Prefill, err = loadProfile(c.PrefillProfile, scheduler.ParsePrefillProfile); err != nil {
+			bad("prefill_profile", "%v", err)
+		}
+	}
+	if c.DecodeProfile != "" {
+		if o.Decode, err = loadProfile(c.DecodeProfile, scheduler.ParseDecodeProfile); err != nil {
+			bad("decode_profile", "%v", err)
+		}
+	}
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		for _, e := range unjoin(err) {
+			var oe *scheduler.OptionError
+			if errors.As(e, &oe) {
+				bad(conductorFields[oe.Field], "%v", e)
+			} else {
+				bad("", "%v", e)
+			}
+		}
+	}
+	c.Options = o
+}
+
+// conductorFields names the YAML field of each scheduler.Options field a
+// ConductorConfig sets; the others have none ("").
+var conductorFields = map[string]string{
+	"Policy": "policy", "Rejection": "rejection", "BlockSize": "block_size",
+	"BalancingThreshold": "balancing_threshold", "TTFTSLO": "ttft_slo", "TBTSLO": "tbt_slo",
+	"KVBytesPerToken": "kv_bytes_per_token", "Bandwidth": "bandwidth_gbps", "DecodeTime": "decode_time",
+}
+
+// unjoin returns the errors errors.Join joined, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+func loadProfile[M any](path string, parse func(io.Reader) (M, error)) (M, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var zero M
+		return zero, err
+	}
+	defer f.Close()
+	return parse(f)
 }
 
 // LogConfig configures logging to stderr.
@@ -191,7 +294,7 @@ func DefaultConfig() Config {
 		HTTP:      ListenerConfig{Listen: DefaultHTTPListen},
 		RESP:      ListenerConfig{Listen: DefaultRESPListen},
 		Transfer:  ListenerConfig{Listen: DefaultTransferListen},
-		Conductor: ConductorConfig{Enabled: true},
+		Conductor: DefaultConductorConfig(),
 	}
 }
 
@@ -239,26 +342,33 @@ func (c *Config) EnsureDefaults() {
 }
 
 func (c *ConductorConfig) ensureDefaults() {
+	d := DefaultConductorConfig()
 	if c.Policy == "" {
-		c.Policy = "cache-global"
+		c.Policy = d.Policy
 	}
 	if c.Rejection == "" {
-		c.Rejection = "predicted"
+		c.Rejection = d.Rejection
 	}
 	if c.BlockSize == 0 {
-		c.BlockSize = block.DefaultBlockSize
+		c.BlockSize = d.BlockSize
+	}
+	if c.BalancingThreshold == 0 {
+		c.BalancingThreshold = d.BalancingThreshold
 	}
 	if c.TTFTSLO == 0 {
-		c.TTFTSLO = 30 * time.Second
+		c.TTFTSLO = d.TTFTSLO
 	}
 	if c.TBTSLO == 0 {
-		c.TBTSLO = 100 * time.Millisecond
+		c.TBTSLO = d.TBTSLO
+	}
+	if c.DecodeTime == 0 {
+		c.DecodeTime = d.DecodeTime
 	}
 	if c.BandwidthGbps == 0 {
-		c.BandwidthGbps = 800
+		c.BandwidthGbps = d.BandwidthGbps
 	}
 	if c.KVBytesPerToken == 0 {
-		c.KVBytesPerToken = 320 << 10
+		c.KVBytesPerToken = d.KVBytesPerToken
 	}
 }
 
@@ -369,25 +479,10 @@ func (c *Config) Validate() error {
 	if c.Contexts.MaxContexts < 1 {
 		bad("contexts.max_contexts", "%d: must be positive", c.Contexts.MaxContexts)
 	}
-	if cc := c.Conductor; cc.Enabled {
-		if _, err := scheduler.ParsePolicy(cc.Policy); err != nil {
-			bad("conductor.policy", "%q: want random, load, cache-local or cache-global", cc.Policy)
-		}
-		if _, err := scheduler.ParseRejection(cc.Rejection); err != nil {
-			bad("conductor.rejection", "%q: want none, early or predicted", cc.Rejection)
-		}
-		if err := block.ValidateBlockSize(cc.BlockSize); err != nil {
-			bad("conductor.block_size", "%d: want %d to %d", cc.BlockSize, block.MinBlockSize, block.MaxBlockSize)
-		}
-		if cc.TTFTSLO <= 0 || cc.TBTSLO <= 0 {
-			bad("conductor.ttft_slo / conductor.tbt_slo", "want positive durations like 30s and 100ms")
-		}
-		if cc.BandwidthGbps <= 0 {
-			bad("conductor.bandwidth_gbps", "%v: must be positive", cc.BandwidthGbps)
-		}
-		if cc.KVBytesPerToken <= 0 {
-			bad("conductor.kv_bytes_per_token", "%s: must be positive", cc.KVBytesPerToken)
-		}
+	if c.Conductor.Enabled {
+		c.Conductor.resolve(func(field, format string, args ...any) {
+			bad(strings.TrimSuffix("conductor."+field, "."), format, args...)
+		})
 	}
 	c.validateCluster(bad)
 	if _, ok := logLevels[c.Log.Level]; !ok {
@@ -542,6 +637,12 @@ func mustParse(s string) int64 {
 	}
 	return n
 }
+
+// Set and Type make a ByteSize a command-line flag (pflag.Value).
+func (s *ByteSize) Set(v string) error { return s.UnmarshalText([]byte(v)) }
+
+// Type names the flag's value in help.
+func (s *ByteSize) Type() string { return "size" }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (s *ByteSize) UnmarshalText(b []byte) error {

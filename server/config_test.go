@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/yuebing/yuebing/scheduler"
 )
 
 func validConfig(t *testing.T) Config {
@@ -128,5 +130,50 @@ func TestConfigYAMLRoundTrip(t *testing.T) {
 	back.Banner, back.Logger = c.Banner, c.Logger
 	if back != c {
 		t.Fatalf("round trip changed the config:\n%s\n%+v\n%+v", out, back, c)
+	}
+}
+
+// TestConductorConfigWhole: every knob of the conductor, the ones only
+// `yuebing conductor` had before included, reaches the embedded
+// conductor's scheduler.Options, and a bad one is named by its field.
+func TestConductorConfigWhole(t *testing.T) {
+	dir := t.TempDir()
+	profile := filepath.Join(dir, "prefill.csv")
+	if err := os.WriteFile(profile, scheduler.DefaultProfile(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	yml := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(yml, []byte("conductor:\n  balancing_threshold: 2\n  decode_time: 7s\n  bandwidth_gbps: 400\n  policy: load\n  prefill_profile: "+profile+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := validConfig(t)
+	if err := c.LoadFile(yml); err != nil {
+		t.Fatal(err)
+	}
+	c.EnsureDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	o := c.Conductor.Options
+	if o.BalancingThreshold != 2 || o.DecodeTime != 7*time.Second || o.Bandwidth != 50e9 || o.Policy != scheduler.PolicyLoad || o.Prefill == nil || o.TTFTSLO != 30*time.Second {
+		t.Fatalf("options %+v", o)
+	}
+
+	for _, tc := range []struct {
+		set  func(*ConductorConfig)
+		want string
+	}{
+		{func(cc *ConductorConfig) { cc.BalancingThreshold = 0.5 }, "conductor.balancing_threshold"},
+		{func(cc *ConductorConfig) { cc.DecodeTime = -time.Second }, "conductor.decode_time"},
+		{func(cc *ConductorConfig) { cc.BandwidthGbps = -1 }, "conductor.bandwidth_gbps"},
+		{func(cc *ConductorConfig) { cc.Policy = "fastest" }, "conductor.policy"},
+		{func(cc *ConductorConfig) { cc.DecodeProfile = filepath.Join(dir, "none.csv") }, "conductor.decode_profile"},
+	} {
+		c := validConfig(t)
+		tc.set(&c.Conductor)
+		err := c.Validate()
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want+":") {
+			t.Errorf("Validate = %v, want an error naming %s", err, tc.want)
+		}
 	}
 }

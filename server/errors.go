@@ -1,14 +1,13 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"net/http"
 
-	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/cluster"
+	"github.com/yuebing/yuebing/internal/httperr"
+	"github.com/yuebing/yuebing/scheduler"
 	"github.com/yuebing/yuebing/server/auth"
-	"github.com/yuebing/yuebing/tier"
 )
 
 var (
@@ -36,78 +35,44 @@ var (
 	ErrInvalidConfig = errors.New("server: invalid config")
 )
 
-// apiError is the one mapping from an error to an HTTP status and a stable
-// machine-readable code. Every handler reports failures through it, so a
-// given cause always gets the same answer.
-func apiError(err error) (status int, code string) {
-	var mbe *http.MaxBytesError
-	switch {
-	case err == nil:
-		return http.StatusOK, ""
-	case errors.Is(err, auth.ErrUnauthenticated):
-		return http.StatusUnauthorized, "unauthenticated"
-	case errors.Is(err, auth.ErrForbidden):
-		return http.StatusForbidden, "forbidden"
-	case errors.Is(err, block.ErrInvalidKey):
-		return http.StatusBadRequest, "invalid_key"
-	case errors.Is(err, block.ErrInvalidNamespace):
-		return http.StatusBadRequest, "invalid_namespace"
-	case errors.Is(err, block.ErrInvalidBlockSize):
-		return http.StatusBadRequest, "invalid_block_size"
-	case errors.Is(err, block.ErrInvalidToken):
-		return http.StatusBadRequest, "invalid_token"
-	case errors.Is(err, ErrBadJSON):
-		return http.StatusBadRequest, "invalid_json"
-	case errors.Is(err, ErrBadRequest), errors.Is(err, tier.ErrMeta):
-		return http.StatusBadRequest, "bad_request"
-	case errors.Is(err, tier.ErrSize):
-		return http.StatusBadRequest, "size_mismatch"
-	case errors.Is(err, ErrNoCluster):
-		return http.StatusNotFound, "no_cluster"
-	case errors.Is(err, cluster.ErrBadRequest):
-		return http.StatusBadRequest, "bad_request"
-	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader):
-		return http.StatusServiceUnavailable, "no_leader"
-	case errors.Is(err, cluster.ErrBusy):
-		return http.StatusTooManyRequests, "overloaded"
-	case errors.Is(err, ErrNotFound), errors.Is(err, tier.ErrNotFound):
-		return http.StatusNotFound, "not_found"
-	case errors.Is(err, tier.ErrCorrupt):
-		// The copy failed verification and was dropped: the block is gone,
-		// and saying so is more useful than a bare 404.
-		return http.StatusNotFound, "corrupt_dropped"
-	case errors.Is(err, ErrConflict), errors.Is(err, tier.ErrExists):
-		return http.StatusConflict, "conflict"
-	case errors.Is(err, ErrLengthRequired):
-		return http.StatusLengthRequired, "length_required"
-	case errors.Is(err, ErrTooLarge), errors.Is(err, tier.ErrTooLarge), errors.As(err, &mbe):
-		return http.StatusRequestEntityTooLarge, "too_large"
-	case errors.Is(err, ErrRange):
-		return http.StatusRequestedRangeNotSatisfiable, "invalid_range"
-	case errors.Is(err, tier.ErrChecksum):
-		return http.StatusUnprocessableEntity, "checksum_mismatch"
-	case errors.Is(err, ErrOverloaded):
-		return http.StatusTooManyRequests, "overloaded"
-	case errors.Is(err, tier.ErrNoSpace):
-		return http.StatusInsufficientStorage, "no_space"
-	case errors.Is(err, ErrUnavailable), errors.Is(err, tier.ErrClosed):
-		return http.StatusServiceUnavailable, "unavailable"
-	case errors.Is(err, context.DeadlineExceeded):
-		return http.StatusServiceUnavailable, "timeout"
-	case errors.Is(err, context.Canceled):
-		// The client went away; nobody reads the answer.
-		return 499, "canceled"
-	default:
-		return http.StatusInternalServerError, "internal"
-	}
+// errorRows map the server's sentinels, and those of the packages it
+// fronts that have no HTTP surface of their own (auth, the conductor's
+// scheduler), to HTTP answers.
+var errorRows = []httperr.Row{
+	{Err: auth.ErrUnauthenticated, Status: http.StatusUnauthorized, Code: "unauthenticated"},
+	{Err: auth.ErrForbidden, Status: http.StatusForbidden, Code: "forbidden"},
+	{Err: ErrBadJSON, Status: http.StatusBadRequest, Code: "invalid_json"},
+	{Err: ErrBadRequest, Status: http.StatusBadRequest, Code: "bad_request"},
+	{Err: ErrNoCluster, Status: http.StatusNotFound, Code: "no_cluster"},
+	{Err: ErrNotFound, Status: http.StatusNotFound, Code: "not_found"},
+	{Err: ErrConflict, Status: http.StatusConflict, Code: "conflict"},
+	{Err: ErrLengthRequired, Status: http.StatusLengthRequired, Code: "length_required"},
+	{Err: ErrTooLarge, Status: http.StatusRequestEntityTooLarge, Code: "too_large"},
+	{Err: ErrRange, Status: http.StatusRequestedRangeNotSatisfiable, Code: "invalid_range"},
+	{Err: ErrOverloaded, Status: http.StatusTooManyRequests, Code: "overloaded"},
+	{Err: ErrUnavailable, Status: http.StatusServiceUnavailable, Code: "unavailable"},
+	// The conductor's. A bad request wraps the key format's error that
+	// caused it, so these go before httperr.Common.
+	{Err: scheduler.ErrUnknownInstance, Status: http.StatusNotFound, Code: "not_found"},
+	{Err: scheduler.ErrUnknownRequest, Status: http.StatusNotFound, Code: "not_found"},
+	{Err: scheduler.ErrDuplicate, Status: http.StatusConflict, Code: "conflict"},
+	{Err: scheduler.ErrTooManyInstances, Status: http.StatusConflict, Code: "too_many_instances"},
+	{Err: scheduler.ErrNoPrefill, Status: http.StatusServiceUnavailable, Code: "no_instances"},
+	{Err: scheduler.ErrRequest, Status: http.StatusBadRequest, Code: "bad_request"},
+	{Err: scheduler.ErrInstance, Status: http.StatusBadRequest, Code: "bad_request"},
 }
 
-// errorBody is the JSON body of every error response.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
+// errorTable is the one mapping from an error to an HTTP status and a
+// stable machine-readable code, shared with the cluster's internal API
+// (cluster.ErrorRows, httperr.Common). Every handler, the conductor's
+// included, reports failures through it, so a given cause always gets the
+// same answer.
+var errorTable = httperr.Join(errorRows, cluster.ErrorRows, httperr.Common)
 
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
+func apiError(err error) (status int, code string) { return errorTable.Status(err) }
+
+// The JSON body of every error response.
+type (
+	errorBody   = httperr.Body
+	errorDetail = httperr.Detail
+)

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/client"
 	"github.com/yuebing/yuebing/server/auth"
 	"github.com/yuebing/yuebing/tier"
 )
@@ -80,22 +81,9 @@ type patchContextRequest struct {
 // maxContextName bounds a context's display name.
 const maxContextName = 256
 
-// contextView is a context with where its blocks are.
-type contextView struct {
-	ID        string      `json:"id"`
-	Namespace string      `json:"namespace"`
-	Name      string      `json:"name,omitempty"`
-	Keys      []block.Key `json:"keys"`
-	// Tiers names, key by key, the fastest tier holding the block, "" when
-	// it is not stored.
-	Tiers []string `json:"tiers"`
-	// Resident counts the context's blocks per tier.
-	Resident   map[string]int `json:"resident"`
-	Missing    int            `json:"missing"`
-	CreatedAt  time.Time      `json:"created_at"`
-	ExpiresAt  time.Time      `json:"expires_at"`
-	TTLSeconds int64          `json:"ttl_seconds"`
-}
+// contextView is a context with where its blocks are: the Go client's
+// type, so the two ends share one definition of the answer.
+type contextView = client.Context
 
 type contextSummary struct {
 	ID        string    `json:"id"`

@@ -174,19 +174,14 @@ func Start(cfg Config) (*Node, error) {
 // mounted routes are declared.
 func (n *Node) adminOnly(c *gin.Context) { n.api.AdminOnly(c) }
 
-// newConductor builds the embedded conductor with the default profiles.
-func newConductor(cc ConductorConfig, limits Limits) (*scheduler.Driver, *scheduler.Service, error) {
-	pol, _ := scheduler.ParsePolicy(cc.Policy)
-	rej, _ := scheduler.ParseRejection(cc.Rejection)
-	d, err := scheduler.NewDriver(scheduler.DriverOptions{Core: scheduler.Options{
-		Policy: pol, Rejection: rej, BlockSize: cc.BlockSize,
-		TTFTSLO: cc.TTFTSLO, TBTSLO: cc.TBTSLO,
-		Bandwidth: cc.BandwidthGbps * 1e9 / 8, KVBytesPerToken: int64(cc.KVBytesPerToken),
-	}})
+// newConductor builds the embedded conductor from the options Validate
+// resolved.
+func newConductor(cc ConductorConfig, limits Limits) (*scheduler.Driver, *ConductorAPI, error) {
+	d, err := scheduler.NewDriver(scheduler.DriverOptions{Core: cc.Options})
 	if err != nil {
 		return nil, nil, fmt.Errorf("server: conductor: %w", err)
 	}
-	svc, err := scheduler.NewService(d, scheduler.Limits{MaxKeys: limits.MaxBatchKeys})
+	svc, err := NewConductorAPI(d, scheduler.Limits{MaxKeys: limits.MaxBatchKeys})
 	return d, svc, err
 }
 

@@ -94,6 +94,14 @@ func (o *Options) EnsureDefaults() {
 
 // Validate reports every invalid field.
 func (o *Options) Validate() error {
+	_, err := o.check()
+	return err
+}
+
+// check validates o and returns the eviction policy its Policy names: New
+// uses that one, so the name is parsed in one place and no error of it is
+// dropped.
+func (o *Options) check() (policy.Policy[block.Key], error) {
 	var errs []error
 	if o.Capacity < granuleSize {
 		errs = append(errs, fmt.Errorf("dram: Capacity %d bytes is below the minimum of %d", o.Capacity, granuleSize))
@@ -101,7 +109,8 @@ func (o *Options) Validate() error {
 	if o.MaxBlockSize <= 0 || o.MaxBlockSize > o.Capacity || o.MaxBlockSize > block.MaxPayload {
 		errs = append(errs, fmt.Errorf("dram: MaxBlockSize %d must be in (0, min(Capacity, 4 GiB)]", o.MaxBlockSize))
 	}
-	if _, err := policy.New[block.Key](o.Policy, o.Capacity); err != nil {
+	pol, err := policy.New[block.Key](o.Policy, o.Capacity)
+	if err != nil {
 		errs = append(errs, fmt.Errorf("dram: Policy: %w", err))
 	}
 	if o.MaxPinnedFraction < 0 || o.MaxPinnedFraction > 1 {
@@ -110,7 +119,10 @@ func (o *Options) Validate() error {
 	if o.MaxWait < 0 {
 		errs = append(errs, fmt.Errorf("dram: MaxWait %v must not be negative", o.MaxWait))
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return pol, nil
 }
 
 // DRAM is the DRAM tier. It is safe for concurrent use.
@@ -177,7 +189,8 @@ type blk struct {
 // New maps the arena and returns an empty tier.
 func New(opts Options) (*DRAM, error) {
 	opts.EnsureDefaults()
-	if err := opts.Validate(); err != nil {
+	pol, err := opts.check()
+	if err != nil {
 		return nil, err
 	}
 	flags := unix.MAP_PRIVATE | unix.MAP_ANONYMOUS | unix.MAP_NORESERVE
@@ -192,7 +205,6 @@ func New(opts Options) (*DRAM, error) {
 		// Best effort: THP may be disabled system-wide.
 		_ = unix.Madvise(arena, unix.MADV_HUGEPAGE)
 	}
-	pol, _ := policy.New[block.Key](opts.Policy, opts.Capacity)
 	d := &DRAM{opts: opts, arena: arena}
 	d.mu.alloc = newAllocator(opts.Capacity >> granuleShift)
 	d.mu.blocks = make(map[block.Key]*blk)

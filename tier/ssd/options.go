@@ -89,6 +89,21 @@ func (o *Options) EnsureDefaults() {
 
 // Validate reports every invalid field.
 func (o *Options) Validate() error {
+	_, err := o.check()
+	return err
+}
+
+// parsed is what Options' strings name.
+type parsed struct {
+	codec  block.Codec
+	policy policy.Policy[block.Key] // used by the pebble-values layout
+}
+
+// check validates o and returns what its strings name: Open and
+// OpenPebble use that, so each string is parsed in one place and no error
+// of it is dropped.
+func (o *Options) check() (parsed, error) {
+	var p parsed
 	var errs []error
 	if o.Dir == "" {
 		errs = append(errs, errors.New("ssd: Dir is required"))
@@ -96,7 +111,8 @@ func (o *Options) Validate() error {
 	if o.Capacity < 1<<20 {
 		errs = append(errs, fmt.Errorf("ssd: Capacity %d bytes is below the minimum of 1 MiB", o.Capacity))
 	}
-	if _, err := block.ParseCodec(o.Compression); err != nil {
+	var err error
+	if p.codec, err = block.ParseCodec(o.Compression); err != nil {
 		errs = append(errs, fmt.Errorf("ssd: Compression: %w", err))
 	}
 	if o.SegmentSize < 64<<10 || o.SegmentSize > o.Capacity {
@@ -108,10 +124,13 @@ func (o *Options) Validate() error {
 	if o.MaxPinnedFraction < 0 || o.MaxPinnedFraction > 1 {
 		errs = append(errs, fmt.Errorf("ssd: MaxPinnedFraction %v must be in [0, 1]", o.MaxPinnedFraction))
 	}
-	if _, err := policy.New[block.Key](o.Policy, o.Capacity); err != nil {
+	if p.policy, err = policy.New[block.Key](o.Policy, o.Capacity); err != nil {
 		errs = append(errs, fmt.Errorf("ssd: Policy: %w", err))
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return parsed{}, err
+	}
+	return p, nil
 }
 
 func (o *Options) pinLimit() int64 { return int64(o.MaxPinnedFraction * float64(o.Capacity)) }

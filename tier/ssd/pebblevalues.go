@@ -70,11 +70,11 @@ func valueKey(k block.Key) []byte {
 // OpenPebble opens or creates a values-in-pebble tier in opts.Dir.
 func OpenPebble(opts Options) (*PebbleStore, error) {
 	opts.EnsureDefaults()
-	if err := opts.Validate(); err != nil {
+	parsed, err := opts.check()
+	if err != nil {
 		return nil, err
 	}
-	kind, _ := block.ParseCodec(opts.Compression)
-	c, err := newCodec(kind, opts.MaxBlockSize)
+	c, err := newCodec(parsed.codec, opts.MaxBlockSize)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func OpenPebble(opts Options) (*PebbleStore, error) {
 	}
 	p := &PebbleStore{opts: opts, db: db, codec: c}
 	p.mu.blocks = make(map[block.Key]*pentry)
-	p.mu.policy, _ = policy.New[block.Key](opts.Policy, opts.Capacity)
+	p.mu.policy = parsed.policy
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixValue}, UpperBound: []byte{prefixValue + 1}})
 	if err != nil {
 		return nil, fmt.Errorf("ssd: reading values: %w", err)

@@ -83,11 +83,11 @@ func (e *entry) location() location {
 // Open opens or creates the tier in opts.Dir, recovering what a crash left.
 func Open(opts Options) (*SSD, error) {
 	opts.EnsureDefaults()
-	if err := opts.Validate(); err != nil {
+	p, err := opts.check()
+	if err != nil {
 		return nil, err
 	}
-	kind, _ := block.ParseCodec(opts.Compression)
-	c, err := newCodec(kind, opts.MaxBlockSize)
+	c, err := newCodec(p.codec, opts.MaxBlockSize)
 	if err != nil {
 		return nil, err
 	}

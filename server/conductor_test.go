@@ -1,10 +1,9 @@
-package scheduler
+package server
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,9 +17,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/scheduler"
 )
-
-func init() { gin.SetMode(gin.ReleaseMode) }
 
 // recordingMigrator keeps the plans the driver hands it.
 type recordingMigrator struct {
@@ -94,12 +92,12 @@ func tokensJSON(n, seed int) string {
 	return b.String()
 }
 
-func newTestService(t *testing.T, l Limits, m Migrator) (apiClient, *Driver) {
-	d, err := NewDriver(DriverOptions{Migrator: m})
+func newTestService(t *testing.T, l scheduler.Limits, m scheduler.Migrator) (apiClient, *scheduler.Driver) {
+	d, err := scheduler.NewDriver(scheduler.DriverOptions{Migrator: m})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := NewService(d, l)
+	svc, err := NewConductorAPI(d, l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +110,9 @@ func newTestService(t *testing.T, l Limits, m Migrator) (apiClient, *Driver) {
 	return apiClient{t, srv.URL}, d
 }
 
-func TestServiceAPI(t *testing.T) {
+func TestConductorAPI(t *testing.T) {
 	mig := &recordingMigrator{got: make(chan struct{}, 4)}
-	c, _ := newTestService(t, Limits{MaxBodyBytes: 64 << 10, MaxTokens: 4096, MaxKeys: 64}, mig)
+	c, _ := newTestService(t, scheduler.Limits{MaxBodyBytes: 64 << 10, MaxTokens: 4096, MaxKeys: 64}, mig)
 
 	c.expect("GET", "/healthz", "", 200, "")
 	c.expect("POST", "/v1/conductor/instances", `{"id":"p0","role":"prefill","addr":"10.0.0.1:9000"}`, 201, "")
@@ -240,14 +238,14 @@ func toTokens(list string) []uint32 {
 	return out
 }
 
-// TestServiceMountable mounts the API under another router, as the main
+// TestConductorMountable mounts the API under another router, as the main
 // server does, next to that server's own routes.
-func TestServiceMountable(t *testing.T) {
-	d, err := NewDriver(DriverOptions{})
+func TestConductorMountable(t *testing.T) {
+	d, err := scheduler.NewDriver(scheduler.DriverOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := NewService(d, Limits{})
+	svc, err := NewConductorAPI(d, scheduler.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,14 +263,14 @@ func TestServiceMountable(t *testing.T) {
 	}
 }
 
-// TestServeShutdown runs Serve on a real listener and cancels it: Serve
+// TestConductorServeShutdown runs Serve on a real listener and cancels it: Serve
 // returns nil, and the port stops answering.
-func TestServeShutdown(t *testing.T) {
-	d, err := NewDriver(DriverOptions{})
+func TestConductorServeShutdown(t *testing.T) {
+	d, err := scheduler.NewDriver(scheduler.DriverOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := NewService(d, Limits{})
+	svc, err := NewConductorAPI(d, scheduler.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,45 +303,4 @@ func TestServeShutdown(t *testing.T) {
 	if _, err := client.Get(url + "/healthz"); err == nil {
 		t.Fatal("server still answers after shutdown")
 	}
-}
-
-func TestDriverDropsWhenQueueFull(t *testing.T) {
-	block := make(chan struct{})
-	d, err := NewDriver(DriverOptions{MigrationQueue: 1, Migrator: migratorFunc(func() { <-block })})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"p0", "p1"} {
-		if err := d.AddInstance(Instance{ID: id, Role: RolePrefill}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	chain := testChain("c", 8)
-	if err := d.UpdateBlocks("p0", BlockUpdate{Added: chain}); err != nil {
-		t.Fatal(err)
-	}
-	// p0 is busy, so every request pulls to p1 (not running: nothing drains).
-	if err := d.Heartbeat("p0", Load{QueueTime: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		dec, err := d.Schedule(Request{Keys: chain})
-		if err != nil || dec.Pull == nil {
-			t.Fatalf("Schedule: %+v, %v; want a pull", dec, err)
-		}
-		if err := d.Heartbeat("p1", Load{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	close(block)
-	if q, dropped, _ := d.MigrationStats(); q != 1 || dropped != 2 {
-		t.Fatalf("queued %d, dropped %d; want 1 and 2", q, dropped)
-	}
-}
-
-type migratorFunc func()
-
-func (f migratorFunc) Migrate(context.Context, []block.Key, string, string) error {
-	f()
-	return errors.New("unused")
 }

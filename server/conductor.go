@@ -1,0 +1,405 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/scheduler"
+)
+
+// ConductorAPI is the conductor's HTTP face over a scheduler.Driver. Register mounts it on
+// any gin router, so the main server can embed it; Serve runs it alone.
+type ConductorAPI struct {
+	d      *scheduler.Driver
+	limits scheduler.Limits
+	byID   func(id string) (scheduler.InstanceStatus, error)
+}
+
+// NewConductorAPI returns the API for d. Zero limits get their defaults.
+func NewConductorAPI(d *scheduler.Driver, l scheduler.Limits) (*ConductorAPI, error) {
+	l.EnsureDefaults()
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return &ConductorAPI{d: d, limits: l, byID: d.Instance}, nil
+}
+
+// Register mounts the conductor endpoints under /v1/conductor on r.
+func (s *ConductorAPI) Register(r gin.IRouter) {
+	g := r.Group("/conductor")
+	g.POST("/instances", s.addInstance)
+	g.GET("/instances", s.listInstances)
+	g.GET("/instances/:id", s.getInstance)
+	g.DELETE("/instances/:id", s.removeInstance)
+	g.POST("/instances/:id/heartbeat", s.heartbeat)
+	g.POST("/instances/:id/blocks", s.blocks)
+	g.POST("/schedule", s.schedule)
+	g.POST("/query", s.query)
+	g.POST("/requests/:id/prefilled", s.prefilled)
+	g.POST("/requests/:id/finished", s.finished)
+}
+
+// Handler returns a standalone handler: the conductor API plus /healthz.
+func (s *ConductorAPI) Handler() http.Handler {
+	r := gin.New()
+	r.Use(gin.Recovery())
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	s.Register(r.Group("/v1"))
+	r.NoRoute(func(c *gin.Context) {
+		conductorError(c, http.StatusNotFound, "not_found", "no such endpoint: "+c.Request.Method+" "+c.Request.URL.Path)
+	})
+	return r
+}
+
+// Serve runs the standalone service and the driver on ln until ctx is
+// done, then shuts down gracefully: it stops accepting, and waits up to 5 s
+// for requests in progress.
+func (s *ConductorAPI) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.d.Run(gctx) })
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	return g.Wait()
+}
+
+// ConductorOptions configure the conductor run alone (`yuebing conductor`).
+type ConductorOptions struct {
+	// Listen is the HTTP address, host:port; port 0 picks a free one.
+	Listen string
+	// Config is the conductor's configuration, as a node's conductor
+	// section; Enabled is ignored. Zero fields get their defaults.
+	Config ConductorConfig
+	// MigrationQueue bounds pull plans waiting for the migrator. Default:
+	// scheduler.DriverOptions'.
+	MigrationQueue int
+	// Limits bound what one request may carry. Zero fields get their
+	// defaults.
+	Limits scheduler.Limits
+	// Banner receives one line naming the bound address. Default
+	// os.Stderr.
+	Banner io.Writer
+	// FieldName names a ConductorConfig field (its YAML name) in errors:
+	// the command line passes its flag's name. Default "conductor." + the
+	// YAML name.
+	FieldName func(yamlName string) string
+}
+
+// RunConductor runs the conductor alone: the driver and its HTTP API on
+// o.Listen, until ctx ends; then it shuts down as Serve does. Invalid
+// options are an error wrapping ErrInvalidConfig, each problem named by its
+// flag.
+func RunConductor(ctx context.Context, o ConductorOptions) error {
+	cc := o.Config
+	cc.ensureDefaults()
+	var errs []error
+	name := o.FieldName
+	if name == nil {
+		name = func(f string) string { return "conductor." + f }
+	}
+	cc.resolve(func(field, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		if field != "" {
+			msg = name(field) + ": " + msg
+		}
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, msg))
+	})
+	o.Limits.EnsureDefaults()
+	if err := o.Limits.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	d, err := scheduler.NewDriver(scheduler.DriverOptions{Core: cc.Options, MigrationQueue: o.MigrationQueue})
+	if err != nil {
+		return err
+	}
+	svc, err := NewConductorAPI(d, o.Limits)
+	if err != nil {
+		return err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("server: conductor: listen %s: %w", o.Listen, err)
+	}
+	w := o.Banner
+	if w == nil {
+		w = os.Stderr
+	}
+	fmt.Fprintf(w, "conductor listening on http://%s\n", ln.Addr())
+	return svc.Serve(ctx, ln)
+}
+
+// conductorFail answers err from the server's one error table.
+func conductorFail(c *gin.Context, err error) {
+	status, code := apiError(err)
+	conductorError(c, status, code, err.Error())
+}
+
+func (s *ConductorAPI) body(c *gin.Context) ([]byte, bool) {
+	b, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.limits.MaxBodyBytes))
+	if err != nil {
+		conductorFail(c, err)
+		return nil, false
+	}
+	return b, true
+}
+
+func (s *ConductorAPI) addInstance(c *gin.Context) {
+	b, ok := s.body(c)
+	if !ok {
+		return
+	}
+	in, err := scheduler.DecodeInstance(b)
+	if err == nil {
+		err = s.d.AddInstance(in)
+	}
+	if err != nil {
+		conductorFail(c, err)
+		return
+	}
+	st, err := s.byID(in.ID)
+	if err != nil {
+		conductorFail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, statusJSON(st))
+}
+
+func (s *ConductorAPI) listInstances(c *gin.Context) {
+	all := s.d.Instances()
+	out := make([]instanceStatusJSON, len(all))
+	for i, st := range all {
+		out[i] = statusJSON(st)
+	}
+	c.JSON(http.StatusOK, gin.H{"instances": out})
+}
+
+func (s *ConductorAPI) getInstance(c *gin.Context) {
+	st, err := s.byID(c.Param("id"))
+	if err != nil {
+		conductorFail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, statusJSON(st))
+}
+
+func (s *ConductorAPI) removeInstance(c *gin.Context) {
+	if err := s.d.RemoveInstance(c.Param("id")); err != nil {
+		conductorFail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+func (s *ConductorAPI) heartbeat(c *gin.Context) {
+	b, ok := s.body(c)
+	if !ok {
+		return
+	}
+	l, err := scheduler.DecodeHeartbeat(b)
+	if err == nil {
+		err = s.d.Heartbeat(c.Param("id"), l)
+	}
+	if err != nil {
+		conductorFail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+func (s *ConductorAPI) blocks(c *gin.Context) {
+	b, ok := s.body(c)
+	if !ok {
+		return
+	}
+	u, err := scheduler.DecodeBlockUpdate(b, s.limits)
+	if err == nil {
+		err = s.d.UpdateBlocks(c.Param("id"), u)
+	}
+	if err != nil {
+		conductorFail(c, err)
+		return
+	}
+	st, err := s.byID(c.Param("id"))
+	if err != nil {
+		conductorFail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"id": st.ID, "blocks": st.Blocks})
+}
+
+func (s *ConductorAPI) schedule(c *gin.Context) {
+	b, ok := s.body(c)
+	if !ok {
+		return
+	}
+	req, err := scheduler.DecodeScheduleRequest(b, s.limits, s.d.Options().BlockSize)
+	if err != nil {
+		conductorFail(c, err)
+		return
+	}
+	d, err := s.d.Schedule(req)
+	if err != nil {
+		conductorFail(c, err)
+		return
+	}
+	est := estimatesOf(d.Estimates)
+	if !d.Accepted() {
+		msg := "estimated TTFT exceeds the TTFT SLO on every prefill instance"
+		if d.Rejected == scheduler.ReasonTBT {
+			msg = "the decode batch would exceed the TBT SLO"
+		}
+		c.Header("Retry-After", "1")
+		c.AbortWithStatusJSON(http.StatusTooManyRequests, conductorRejection{Error: rejectionDetail{
+			Code: "overloaded", Message: msg, Reason: d.Rejected, Estimates: &est, Prefill: d.Prefill, Decode: d.Decode,
+		}})
+		return
+	}
+	resp := scheduleResponse{
+		RequestID:         d.RequestID,
+		Prefill:           instanceRef{d.Prefill, d.PrefillAddr},
+		PrefixTokens:      d.PrefixTokens,
+		LocalPrefixTokens: d.LocalPrefixTokens,
+		BestPrefixTokens:  d.BestPrefixTokens,
+		BestHolder:        d.BestHolder,
+		Estimates:         est,
+	}
+	if d.Decode != "" {
+		resp.Decode = &instanceRef{d.Decode, d.DecodeAddr}
+	}
+	if d.Pull != nil {
+		resp.Pull = &pullJSON{From: instanceRef{d.Pull.From, d.Pull.FromAddr}, To: d.Pull.To, Keys: d.Pull.Keys, Tokens: d.Pull.Tokens}
+	}
+	c.JSON(http.StatusOK, resp)
+}
+
+func (s *ConductorAPI) query(c *gin.Context) {
+	b, ok := s.body(c)
+	if !ok {
+		return
+	}
+	keys, err := scheduler.DecodeQueryRequest(b, s.limits, s.d.Options().BlockSize)
+	if err != nil {
+		conductorFail(c, err)
+		return
+	}
+	ms := s.d.Query(keys)
+	if ms == nil {
+		ms = []scheduler.InstanceMatch{}
+	}
+	c.JSON(http.StatusOK, gin.H{"blocks": len(keys), "instances": ms})
+}
+
+func (s *ConductorAPI) prefilled(c *gin.Context) {
+	if err := s.d.PrefillDone(c.Param("id")); err != nil {
+		conductorFail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+func (s *ConductorAPI) finished(c *gin.Context) {
+	if err := s.d.Finished(c.Param("id")); err != nil {
+		conductorFail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+// conductorRejection is the body of a 429: the error, and why, with the
+// estimates that decided it.
+type conductorRejection struct {
+	Error rejectionDetail `json:"error"`
+}
+
+type rejectionDetail struct {
+	Code      string           `json:"code"`
+	Message   string           `json:"message"`
+	Reason    scheduler.Reason `json:"reason,omitempty"`
+	Estimates *estimatesJSON   `json:"estimates,omitempty"`
+	Prefill   string           `json:"prefill,omitempty"`
+	Decode    string           `json:"decode,omitempty"`
+}
+
+func conductorError(c *gin.Context, status int, code, msg string) {
+	c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{Code: code, Message: msg}})
+}
+
+// Wire forms of responses. Durations are seconds as floats.
+
+type estimatesJSON struct {
+	TransferS float64 `json:"transfer_s"`
+	QueueS    float64 `json:"queue_s"`
+	PrefillS  float64 `json:"prefill_s"`
+	TTFTS     float64 `json:"ttft_s"`
+	TBTS      float64 `json:"tbt_s"`
+}
+
+func estimatesOf(e scheduler.Estimates) estimatesJSON {
+	return estimatesJSON{e.Transfer.Seconds(), e.Queue.Seconds(), e.Prefill.Seconds(), e.TTFT.Seconds(), e.TBT.Seconds()}
+}
+
+type instanceRef struct {
+	ID   string `json:"id"`
+	Addr string `json:"addr,omitempty"`
+}
+
+type pullJSON struct {
+	From   instanceRef `json:"from"`
+	To     string      `json:"to"`
+	Keys   []block.Key `json:"keys"`
+	Tokens int         `json:"tokens"`
+}
+
+type scheduleResponse struct {
+	RequestID         string        `json:"request_id"`
+	Prefill           instanceRef   `json:"prefill"`
+	Decode            *instanceRef  `json:"decode,omitempty"`
+	PrefixTokens      int           `json:"prefix_tokens"`
+	LocalPrefixTokens int           `json:"local_prefix_tokens"`
+	BestPrefixTokens  int           `json:"best_prefix_tokens"`
+	BestHolder        string        `json:"best_holder,omitempty"`
+	Pull              *pullJSON     `json:"pull,omitempty"`
+	Estimates         estimatesJSON `json:"estimates"`
+}
+
+type instanceStatusJSON struct {
+	ID             string         `json:"id"`
+	Addr           string         `json:"addr,omitempty"`
+	Role           scheduler.Role `json:"role"`
+	Capacity       int64          `json:"capacity,omitempty"`
+	Blocks         int64          `json:"blocks"`
+	QueueS         float64        `json:"queue_s"`
+	Batch          int            `json:"batch"`
+	KVTokens       int64          `json:"kv_tokens"`
+	TBTS           float64        `json:"tbt_s"`
+	Load           float64        `json:"load"`
+	Scheduled      int64          `json:"scheduled"`
+	SinceHeartbeat float64        `json:"since_heartbeat_s"`
+}
+
+func statusJSON(s scheduler.InstanceStatus) instanceStatusJSON {
+	return instanceStatusJSON{s.ID, s.Addr, s.Role, s.Capacity, s.Blocks, s.QueueTime.Seconds(), s.Batch, s.KVTokens, s.TBT.Seconds(), s.Load, s.Scheduled, s.SinceHeartbeat.Seconds()}
+}

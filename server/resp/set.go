@@ -1,0 +1,361 @@
+package resp
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/yuebing/yuebing/tier"
+)
+
+// setOpts are SET's options.
+type setOpts struct {
+	nx, xx, get, keepTTL bool
+	expireAt             int64 // Unix ms; 0 for none
+}
+
+// parseSetOpts parses SET's options as Redis 7 does: flags first (a
+// conflict is a syntax error), then the expiry's number.
+func (c *conn) parseSetOpts(args [][]byte) (setOpts, string) {
+	var o setOpts
+	var ex, px, exat, pxat bool
+	var num []byte
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		hasNext := i+1 < len(args)
+		timed := ex || px || exat || pxat
+		switch {
+		case eq(a, "nx") && !o.xx:
+			o.nx = true
+		case eq(a, "xx") && !o.nx:
+			o.xx = true
+		case eq(a, "get"):
+			o.get = true
+		case eq(a, "keepttl") && !timed:
+			o.keepTTL = true
+		case eq(a, "ex") && !o.keepTTL && !px && !exat && !pxat && hasNext:
+			ex, num = true, args[i+1]
+			i++
+		case eq(a, "px") && !o.keepTTL && !ex && !exat && !pxat && hasNext:
+			px, num = true, args[i+1]
+			i++
+		case eq(a, "exat") && !o.keepTTL && !ex && !px && !pxat && hasNext:
+			exat, num = true, args[i+1]
+			i++
+		case eq(a, "pxat") && !o.keepTTL && !ex && !px && !exat && hasNext:
+			pxat, num = true, args[i+1]
+			i++
+		default:
+			return o, errSyntax
+		}
+	}
+	if num == nil {
+		return o, ""
+	}
+	ms, ok := parseInt(num)
+	if !ok {
+		return o, errInt
+	}
+	const invalid = "ERR invalid expire time in 'set' command"
+	if ms <= 0 || (ex || exat) && ms > math.MaxInt64/1000 {
+		return o, invalid
+	}
+	if ex || exat {
+		ms *= 1000
+	}
+	if ex || px {
+		now := c.s.nowMs()
+		if ms > math.MaxInt64-now {
+			return o, invalid
+		}
+		ms += now
+	}
+	o.expireAt = ms
+	return o, ""
+}
+
+// checkKey returns an error reply for a key that cannot be stored.
+func (c *conn) checkKey(name []byte) string {
+	if m := maxKeyLen(c.sp.name); len(name) > m {
+		return fmt.Sprintf("ERR key of %d bytes is longer than the %d bytes allowed", len(name), m)
+	}
+	return ""
+}
+
+// newEntry prepares the entry, block key and record of a new value of name.
+func (c *conn) newEntry(name []byte, size, expireAt int64) (*entry, tier.PutOptions) {
+	gen := c.s.nextGen()
+	e := &entry{
+		key:   string(compose(nil, c.sp, name)),
+		space: c.sp,
+		bkey:  blockKey(c.sp.name, name, gen),
+		size:  size,
+	}
+	if _, isPayload := partner(nil, c.sp, name); !isPayload && c.payloadStored(c.sp, name) {
+		e.paired = true
+	}
+	e.expireAt.Store(expireAt)
+	rec := record{gen: gen, expireAt: expireAt, ns: c.sp.name, name: string(name)}
+	if e.paired {
+		rec.flags |= flagPaired
+	}
+	return e, tier.PutOptions{Meta: rec.appendTo(make([]byte, 0, recordLen(c.sp.name, len(name))))}
+}
+
+// readKey reads the key argument of SET or MSET. A key that is too long or
+// not allowed is answered with an error and the rest of the command is
+// skipped; ok is then false and err is what skipping returned.
+func (c *conn) readKey() (name []byte, ok bool, err error) {
+	name, big, err := c.r.next()
+	if err != nil {
+		return nil, false, err
+	}
+	msg := c.checkKey(name)
+	if big > 0 {
+		msg = fmt.Sprintf("ERR key of %d bytes is longer than the %d bytes allowed", big, maxKeyLen(c.sp.name))
+	}
+	if msg != "" {
+		c.writeError(msg)
+		return nil, false, c.r.skipRest()
+	}
+	return name, true, nil
+}
+
+// cmdSet reads SET's arguments itself: a value longer than smallArg goes
+// from the socket straight into a block the store reserved for it, before
+// the options that follow it are read; if they set a deadline, the block is
+// rewritten once with it in its record (see rewrite).
+func cmdSet(c *conn, n int) error {
+	name, ok, err := c.readKey()
+	if !ok {
+		return err
+	}
+	val, vbig, err := c.r.next()
+	if err != nil {
+		return err
+	}
+	if vbig == 0 {
+		args, tooLong, err := c.r.rest()
+		if err != nil {
+			return err
+		}
+		if tooLong {
+			c.writeError(errSyntax)
+			return nil
+		}
+		o, msg := c.parseSetOpts(args[3:])
+		if msg != "" {
+			c.writeError(msg)
+			return nil
+		}
+		return c.setSmall(name, val, o, true)
+	}
+	return c.setStreamed(name, vbig, func() (setOpts, string, error) {
+		args, tooLong, err := c.r.rest()
+		if err != nil || tooLong {
+			return setOpts{}, errSyntax, err
+		}
+		o, msg := c.parseSetOpts(args[2:])
+		return o, msg, nil
+	}, true)
+}
+
+// setSmall stores a value that was read whole.
+func (c *conn) setSmall(name, val []byte, o setOpts, reply bool) error {
+	expireAt := o.expireAt
+	if o.nx || o.xx || o.keepTTL {
+		cur := c.find(name)
+		if o.nx && cur != nil || o.xx && cur == nil {
+			return c.setSkipped(name, o)
+		}
+		if o.keepTTL && cur != nil {
+			expireAt = cur.expireAt.Load()
+		}
+	}
+	e, popts := c.newEntry(name, int64(len(val)), expireAt)
+	if _, err := c.s.store.Put(c.s.ctx, e.bkey, val, popts); err != nil {
+		c.writeError(storeError(err, int64(len(val))))
+		return nil
+	}
+	return c.install(name, e, o, reply)
+}
+
+// setStreamed streams a value of size bytes into the store, then reads the
+// command's options with rest.
+func (c *conn) setStreamed(name []byte, size int64, rest func() (setOpts, string, error), reply bool) error {
+	if size > c.s.opts.MaxValueSize {
+		// Refused before reading: the client hears so at once, and the
+		// value is skipped without being held.
+		c.writeError(fmt.Sprintf("ERR value of %d bytes is larger than the maximum of %d", size, c.s.opts.MaxValueSize))
+		if err := c.flush(); err != nil {
+			return err
+		}
+		return c.r.skipRest()
+	}
+	e, popts := c.newEntry(name, size, 0)
+	w, err := c.s.store.Create(c.s.ctx, e.bkey, size, popts)
+	if err != nil {
+		if err := c.r.skipRest(); err != nil {
+			return err
+		}
+		c.writeError(storeError(err, size))
+		return nil
+	}
+	if err := c.r.stream(w); err != nil {
+		w.Abort()
+		return err
+	}
+	o, msg, err := rest()
+	if err != nil || msg != "" {
+		w.Abort()
+		if err == nil {
+			c.writeError(msg)
+		}
+		return err
+	}
+	if o.expireAt != 0 {
+		e.expireAt.Store(o.expireAt)
+	}
+	if o.nx || o.xx {
+		cur := c.find(name)
+		if o.nx && cur != nil || o.xx && cur == nil {
+			w.Abort()
+			return c.setSkipped(name, o)
+		}
+	}
+	if err := w.Commit(c.s.ctx); err != nil {
+		c.writeError(storeError(err, size))
+		return nil
+	}
+	if o.keepTTL {
+		if cur := c.find(name); cur != nil {
+			e.expireAt.Store(cur.expireAt.Load())
+		}
+	}
+	if e.expireAt.Load() != 0 {
+		e = c.rewrite(name, e)
+	}
+	return c.install(name, e, o, reply)
+}
+
+// rewrite copies the just-written block of e into a new generation whose
+// record carries e's deadline, which was not known when the value started
+// streaming, so that the deadline survives a restart. It costs one copy of
+// the value; if the store cannot make room for it, e is kept and its
+// deadline holds while the server runs.
+func (c *conn) rewrite(name []byte, e *entry) *entry {
+	h, _, err := c.s.store.Get(c.s.ctx, e.bkey)
+	if err != nil {
+		return e
+	}
+	defer h.Release()
+	ne, popts := c.newEntry(name, e.size, e.expireAt.Load())
+	if _, err := c.s.store.Put(c.s.ctx, ne.bkey, h.Bytes(), popts); err != nil {
+		return e
+	}
+	c.s.store.Delete(e.bkey)
+	return ne
+}
+
+// setSkipped answers a SET whose NX or XX condition failed.
+func (c *conn) setSkipped(name []byte, o setOpts) error {
+	if !o.get {
+		c.writeNull()
+		return nil
+	}
+	h, _, _ := c.open(name)
+	if h == nil {
+		c.writeNull()
+		return nil
+	}
+	defer h.Release()
+	return c.writeView(h.Bytes())
+}
+
+// install makes the stored block e the key's value, subject to NX and XX,
+// and deletes the block it replaces. The table switches in one step, so a
+// concurrent GET reads the old value or the new one, never neither.
+func (c *conn) install(name []byte, e *entry, o setOpts, reply bool) error {
+	key := []byte(e.key)
+	for {
+		raw := c.s.ks.get(key)
+		cur := c.resolve(raw, name)
+		if o.nx && cur != nil || o.xx && cur == nil {
+			c.s.store.Delete(e.bkey)
+			return c.setSkipped(name, o)
+		}
+		var old *tier.Handle
+		if o.get && cur != nil {
+			if h, _, err := c.s.store.Get(c.s.ctx, cur.bkey); err == nil {
+				old = h
+			}
+		}
+		if o.keepTTL && cur != nil {
+			e.expireAt.Store(cur.expireAt.Load())
+		}
+		if !c.s.ks.swap(e.key, raw, e) {
+			if old != nil {
+				old.Release()
+			}
+			continue
+		}
+		if raw != nil {
+			c.s.store.Delete(raw.bkey)
+		}
+		if !c.s.store.Contains(e.bkey) {
+			c.s.ks.swap(e.key, e, nil) // evicted before it was in the table
+		}
+		c.s.stats.sets.Add(1)
+		if !reply {
+			if old != nil {
+				old.Release()
+			}
+			return nil
+		}
+		switch {
+		case !o.get:
+			c.writeOK()
+		case old == nil:
+			c.writeNull()
+		default:
+			err := c.writeView(old.Bytes())
+			old.Release()
+			return err
+		}
+		return nil
+	}
+}
+
+// cmdMSet stores pair after pair as they arrive, streaming long values like
+// SET. It is not atomic: a reader may see the first pairs before the last
+// are stored, and if one fails the ones before it stay.
+func cmdMSet(c *conn, n int) error {
+	if n%2 == 0 {
+		c.writeError("ERR wrong number of arguments for 'mset' command")
+		return c.r.skipRest()
+	}
+	for c.r.remaining > 0 {
+		name, ok, err := c.readKey()
+		if !ok {
+			return err
+		}
+		val, vbig, err := c.r.next()
+		if err != nil {
+			return err
+		}
+		before := c.errs
+		if vbig == 0 {
+			err = c.setSmall(name, val, setOpts{}, false)
+		} else {
+			err = c.setStreamed(name, vbig, func() (setOpts, string, error) { return setOpts{}, "", nil }, false)
+		}
+		if err != nil {
+			return err
+		}
+		if c.errs != before { // the pair failed and was answered
+			return c.r.skipRest()
+		}
+		c.r.forget()
+	}
+	c.writeOK()
+	return nil
+}
