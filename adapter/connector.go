@@ -29,6 +29,11 @@ type Options struct {
 	// Default 4: enough to keep the connection busy while the engine
 	// consumes layers in order, few enough that early layers come first.
 	LoadDepth int
+	// LoadRequestBytes is about how many bytes one multi-get of a Load
+	// carries: several layers per request when layers are small, since a
+	// request costs a round trip and layers still arrive one by one
+	// within it. Default 4 MiB.
+	LoadRequestBytes int64
 	// SaveQueue bounds the layer saves waiting for a worker. Default 256.
 	SaveQueue int
 	// SaveStagingBytes bounds the host memory holding saved layers until
@@ -48,6 +53,9 @@ type Options struct {
 func (o *Options) EnsureDefaults() {
 	if o.LoadDepth == 0 {
 		o.LoadDepth = 4
+	}
+	if o.LoadRequestBytes == 0 {
+		o.LoadRequestBytes = 4 << 20
 	}
 	if o.SaveQueue == 0 {
 		o.SaveQueue = 256
@@ -78,7 +86,7 @@ func (o *Options) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"LoadDepth", int64(o.LoadDepth)}, {"SaveQueue", int64(o.SaveQueue)}, {"SaveStagingBytes", o.SaveStagingBytes}, {"SaveWorkers", int64(o.SaveWorkers)}} {
+	}{{"LoadDepth", int64(o.LoadDepth)}, {"LoadRequestBytes", o.LoadRequestBytes}, {"SaveQueue", int64(o.SaveQueue)}, {"SaveStagingBytes", o.SaveStagingBytes}, {"SaveWorkers", int64(o.SaveWorkers)}} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("%w: Options.%s %d must be positive", ErrInvalid, f.name, f.v))
 		}

@@ -199,8 +199,11 @@ func TestSaveLookupLoad(t *testing.T) {
 
 func TestLayerReadyBeforeNextArrives(t *testing.T) {
 	_, url := servetest.Serve(t)
-	for _, depth := range []int{1, 4} {
-		c := connector(t, url, func(o *adapter.Options) { o.LoadDepth = depth })
+	// Layers in requests of their own, and all in one request (streamed
+	// within the response).
+	for _, tc := range []struct{ depth, reqBytes int }{{1, 1}, {4, 1}, {1, 1 << 20}, {4, 1 << 20}} {
+		depth := tc.depth
+		c := connector(t, url, func(o *adapter.Options) { o.LoadDepth = tc.depth; o.LoadRequestBytes = int64(tc.reqBytes) })
 		store(t, c, tokens(3, 64))
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 		plan, _ := c.Lookup(ctx, tokens(3, 64))
@@ -269,7 +272,8 @@ func TestMissingLayerShortensHit(t *testing.T) {
 
 func TestNodeKilledMidLoad(t *testing.T) {
 	proc, url := servetest.Serve(t)
-	c := connector(t, url, func(o *adapter.Options) { o.LoadDepth = 1 })
+	// One layer per request, so the kill falls between requests.
+	c := connector(t, url, func(o *adapter.Options) { o.LoadDepth = 1; o.LoadRequestBytes = 1 })
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	toks := tokens(5, 6*16)

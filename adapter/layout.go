@@ -40,11 +40,11 @@ var Presets = map[string]Layout{
 	"llama-3-70b": {Name: "llama-3-70b", Layers: 80, KVHeads: 8, HeadDim: 128, DTypeBytes: 2},
 	// Qwen2-7B: 28 layers, 4 KV heads of 128: 56 KiB per token.
 	"qwen2-7b": {Name: "qwen2-7b", Layers: 28, KVHeads: 4, HeadDim: 128, DTypeBytes: 2},
-	// sim-70b keeps Llama-3-70B's 80 layers with one 16-wide fp8 head: 2.5
-	// KiB per token, so a simulated engine on a small machine moves real
-	// bytes layer by layer without the machine's memory bandwidth becoming
-	// the experiment.
-	"sim-70b": {Name: "sim-70b", Layers: 80, KVHeads: 1, HeadDim: 16, DTypeBytes: 1},
+	// sim-70b keeps Llama-3-70B's 80 layers with one 8-wide fp8 head: 1280
+	// bytes per token (1/256 of the real shape), so a simulated engine on a
+	// small machine moves real bytes layer by layer without memory size and
+	// bandwidth becoming the experiment.
+	"sim-70b": {Name: "sim-70b", Layers: 80, KVHeads: 1, HeadDim: 8, DTypeBytes: 1},
 }
 
 // Preset returns the named preset with the given block size.

@@ -28,7 +28,7 @@ func TestPresets(t *testing.T) {
 	f("llama-3-8b", 128<<10)  // 2 * 8 heads * 128 * 2 bytes * 32 layers
 	f("llama-3-70b", 320<<10) // ... * 80 layers
 	f("qwen2-7b", 56<<10)     // 2 * 4 * 128 * 2 * 28
-	f("sim-70b", 2560)        // 2 * 1 * 16 * 1 * 80
+	f("sim-70b", 1280)        // 2 * 1 * 8 * 1 * 80
 	if _, err := Preset("gpt-5", 256); !errors.Is(err, ErrInvalid) {
 		t.Errorf("unknown preset: %v", err)
 	}

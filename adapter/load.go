@@ -36,10 +36,14 @@ type Load struct {
 	// all its layers.
 	valid atomic.Int64
 	next  atomic.Int64
+	group int // layers per request
 	gate  func(ctx context.Context, layer int) error
 	wg    sync.WaitGroup
 	done  chan struct{}
 }
+
+// maxFrames keeps a multi-get under the server's default key limit (4096).
+const maxFrames = 4096
 
 type layerLoad struct {
 	ready  chan struct{}
@@ -47,10 +51,6 @@ type layerLoad struct {
 	err    error
 	at     time.Duration
 }
-
-// errStop ends a layer's multi-get at a block that is missing or of the
-// wrong size.
-var errStop = errors.New("adapter: stop")
 
 // Load moves the plan's hit blocks into dst, layer by layer, up to
 // Options.LoadDepth layers at once. It returns at once; Wait(l) returns when
@@ -77,6 +77,13 @@ func (c *Connector) load(ctx context.Context, plan Plan, dst Target, gate func(c
 		ld.layers[i].ready = make(chan struct{})
 	}
 	ld.valid.Store(int64(plan.HitBlocks))
+	ld.group = 1
+	if gate == nil && plan.HitBlocks > 0 {
+		// Enough layers per request to carry about LoadRequestBytes, and
+		// no more frames than a batch may have.
+		per := int64(plan.HitBlocks) * c.layout.LayerBytes()
+		ld.group = int(max(1, min(c.opts.LoadRequestBytes/per, int64(maxFrames/plan.HitBlocks), int64(c.layout.Layers))))
+	}
 	c.st.loads.Add(1)
 	if plan.HitBlocks == 0 || c.closed.Load() {
 		for i := range ld.layers {
@@ -85,9 +92,9 @@ func (c *Connector) load(ctx context.Context, plan Plan, dst Target, gate func(c
 		close(ld.done)
 		return ld
 	}
-	// Each worker takes the next layer in order, so layer l never waits
-	// behind layer l+k's bytes for more than LoadDepth layers.
-	for range min(c.opts.LoadDepth, len(ld.layers)) {
+	// Each worker takes the next group of layers in order, so layer l
+	// never waits behind more than LoadDepth requests.
+	for range min(c.opts.LoadDepth, (len(ld.layers)+ld.group-1)/ld.group) {
 		ld.wg.Go(func() { ld.work(ctx) })
 	}
 	go func() {
@@ -99,76 +106,112 @@ func (c *Connector) load(ctx context.Context, plan Plan, dst Target, gate func(c
 
 func (ld *Load) work(ctx context.Context) {
 	for {
-		l := int(ld.next.Add(1) - 1)
-		if l >= len(ld.layers) {
+		l0 := int(ld.next.Add(int64(ld.group)) - int64(ld.group))
+		if l0 >= len(ld.layers) {
 			return
 		}
-		ll := &ld.layers[l]
-		ll.blocks, ll.err = ld.loadLayer(ctx, l, int(ld.valid.Load()))
-		ll.at = time.Since(ld.start)
-		for {
-			v := ld.valid.Load()
-			if int64(ll.blocks) >= v || ld.valid.CompareAndSwap(v, int64(ll.blocks)) {
-				break
-			}
-		}
-		close(ll.ready)
+		ld.loadGroup(ctx, l0, min(l0+ld.group, len(ld.layers)))
 	}
 }
 
-// loadLayer reads layer l of the first n blocks with one multi-get, straight
-// from the response into dst. It returns how many leading blocks arrived
-// whole and verified.
-func (ld *Load) loadLayer(ctx context.Context, l, n int) (int, error) {
-	if n == 0 {
-		return 0, nil
+// finishLayer records layer l's outcome and signals it.
+func (ld *Load) finishLayer(l, blocks int, err error) {
+	ll := &ld.layers[l]
+	ll.blocks, ll.err, ll.at = blocks, err, time.Since(ld.start)
+	for {
+		v := ld.valid.Load()
+		if int64(blocks) >= v || ld.valid.CompareAndSwap(v, int64(blocks)) {
+			break
+		}
 	}
 	c := ld.c
+	c.st.loadedBytes.Add(int64(blocks) * c.layout.LayerBytes())
+	c.st.loadedLayers.Add(1)
+	if err != nil {
+		c.st.shortLayers.Add(1)
+	}
+	close(ll.ready)
+}
+
+// loadGroup reads layers [l0, l1) of the blocks still valid with one
+// multi-get, layer-major, straight from the response into dst. Frames come
+// in order and each is verified before the next is handed over, so layer l
+// is signalled as soon as the first frame of layer l+1 starts: the engine
+// gets layer l while the rest of the response is still on the wire.
+func (ld *Load) loadGroup(ctx context.Context, l0, l1 int) {
+	c := ld.c
+	n := int(ld.valid.Load())
+	if n == 0 {
+		for l := l0; l < l1; l++ {
+			ld.finishLayer(l, 0, nil)
+		}
+		return
+	}
 	if ld.gate != nil {
-		if err := ld.gate(ctx, l); err != nil {
-			c.st.shortLayers.Add(1)
-			return 0, fmt.Errorf("%w: layer %d: waiting for the producer: %w", ErrShortLoad, l, err)
+		// A gated load moves one layer per request: each waits for its
+		// producer.
+		if err := ld.gate(ctx, l0); err != nil {
+			ld.finishLayer(l0, 0, fmt.Errorf("%w: layer %d: waiting for the producer: %w", ErrShortLoad, l0, err))
+			return
 		}
 	}
-	keys := make([]block.Key, n)
-	for i := range n {
-		keys[i] = c.layout.LayerKey(ld.plan.Keys[i], l)
+	keys := make([]block.Key, 0, n*(l1-l0))
+	for l := l0; l < l1; l++ {
+		for i := range n {
+			keys = append(keys, c.layout.LayerKey(ld.plan.Keys[i], l))
+		}
 	}
 	want := c.layout.LayerBytes()
-	started := 0
-	err := c.cl.GetBatch(ctx, c.opts.Namespace, keys, func(f client.Frame, r io.Reader) error {
-		if f.Missing || f.Length != want {
-			return errStop
+	cur := l0        // the layer whose frames are arriving
+	valid := n       // its leading whole blocks so far
+	frame := 0       // frames handed over
+	next := func() { // layer cur is complete
+		var err error
+		if valid < n {
+			err = fmt.Errorf("%w: layer %d: %d of %d blocks", ErrShortLoad, cur, valid, n)
 		}
-		started++
-		dst := ld.dst.Region(started-1, l)
+		ld.finishLayer(cur, valid, err)
+		cur++
+		valid = n
+	}
+	err := c.cl.GetBatch(ctx, c.opts.Namespace, keys, func(f client.Frame, r io.Reader) error {
+		l, b := l0+frame/n, frame%n
+		frame++
+		for cur < l {
+			next()
+		}
+		if b >= valid {
+			return nil // an earlier block of this layer is missing
+		}
+		if f.Missing || f.Length != want {
+			valid = b
+			return nil
+		}
+		dst := ld.dst.Region(b, l)
 		if int64(len(dst)) != want {
-			panic(fmt.Sprintf("BUG: target region of block %d layer %d is %d bytes, layout says %d", started-1, l, len(dst), want))
+			panic(fmt.Sprintf("BUG: target region of block %d layer %d is %d bytes, layout says %d", b, l, len(dst), want))
 		}
 		_, err := io.ReadFull(r, dst)
 		return err
 	})
-	valid := started
-	switch {
-	case err == nil:
-	case errors.Is(err, errStop):
-		err = nil
-	default:
-		// The frame being read when the error came may be partial or
-		// corrupt; the ones before it were verified before it started.
-		valid = max(started-1, 0)
-	}
-	c.st.loadedBytes.Add(int64(valid) * want)
-	c.st.loadedLayers.Add(1)
-	if valid < n || err != nil {
-		c.st.shortLayers.Add(1)
-		if err == nil {
-			err = fmt.Errorf("%w: layer %d: %d of %d blocks", ErrShortLoad, l, valid, n)
-		} else {
-			err = fmt.Errorf("%w: layer %d: %d of %d blocks: %w", ErrShortLoad, l, valid, n, err)
+	if err == nil {
+		for cur < l1 {
+			next()
 		}
+		return
 	}
-	return valid, err
+	// The frame being read when the error came may be partial or corrupt;
+	// the ones before it were verified before it was handed over.
+	if frame == 0 {
+		valid = 0
+	} else {
+		valid = min(valid, (frame-1)%n)
+	}
+	err = fmt.Errorf("%w: layer %d: %d of %d blocks: %w", ErrShortLoad, cur, valid, n, err)
+	ld.finishLayer(cur, valid, err)
+	for l := cur + 1; l < l1; l++ {
+		ld.finishLayer(l, 0, fmt.Errorf("%w: layer %d: %w", ErrShortLoad, l, err))
+	}
 }
 
 // Wait blocks until layer l has landed (or ctx ends) and returns how many

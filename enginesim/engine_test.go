@@ -31,13 +31,17 @@ func prompt(seed, n int) []uint32 {
 	return t
 }
 
-func connector(t *testing.T, url string) *adapter.Connector {
+func connector(t *testing.T, url string, reqBytes ...int64) *adapter.Connector {
 	t.Helper()
 	cl, err := client.New(url, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := adapter.New(adapter.Options{Client: cl, Namespace: ns, Layout: layout, Logger: quiet})
+	o := adapter.Options{Client: cl, Namespace: ns, Layout: layout, Logger: quiet}
+	if len(reqBytes) > 0 {
+		o.LoadRequestBytes = reqBytes[0]
+	}
+	c, err := adapter.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +148,8 @@ func (d *killingDevice) PageMemory(p adapter.Page) []byte {
 
 func TestNodeKilledMidLoadEngineRecomputes(t *testing.T) {
 	proc, url := servetest.Serve(t)
-	ca, cb := connector(t, url), connector(t, url)
+	// b loads one layer per request, so the kill falls between requests.
+	ca, cb := connector(t, url), connector(t, url, 1)
 	a := engine(t, func(o *enginesim.Options) { o.Connector = ca })
 	p := prompt(4, 6*32)
 	submit(t, a, p, 1)
