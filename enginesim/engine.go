@@ -289,13 +289,26 @@ func (e *Engine) prefill(ctx context.Context, j *Job) bool {
 	perLayer := e.prefillTime(n, hit*bt) / time.Duration(L)
 	var stall time.Duration
 	src := pageSource{e: e, pages: all}
+	// Layer l's compute ends perLayer after the later of the previous
+	// layer's end and its KV's arrival: a deadline rather than a sleep per
+	// layer, so a timer that fires late on a busy machine costs once, not
+	// once per layer.
+	due := time.Now()
 	for l := range L {
 		if ld != nil {
 			t0 := time.Now()
 			ld.Wait(ctx, l)
-			stall += time.Since(t0)
+			if arrived := time.Now(); arrived.After(due) {
+				from := due
+				if t0.After(from) {
+					from = t0
+				}
+				stall += arrived.Sub(from)
+				due = arrived
+			}
 		}
-		sleep(ctx, perLayer)
+		due = due.Add(perLayer)
+		sleep(ctx, time.Until(due))
 		for b := hit; b < len(keys); b++ {
 			Fill(e.scratch, keys[b], l)
 			if err := e.dev.CopyIn(ctx, all[b], l*int(lb), e.scratch); err != nil {
@@ -311,8 +324,10 @@ func (e *Engine) prefill(ctx context.Context, j *Job) bool {
 		res, _ := ld.Result(ctx)
 		loaded = e.verify(ctx, keys[m:m+res.Blocks], all[m:m+res.Blocks])
 		j.res.LoadBytes = int64(loaded) * e.layout.BlockBytes()
-		if len(res.LayerReady) > 0 {
-			j.res.LoadTime = res.LayerReady[L-1]
+		// Groups of layers land concurrently: the load ends with the
+		// last to land, whichever layer that is.
+		for _, at := range res.LayerReady {
+			j.res.LoadTime = max(j.res.LoadTime, at)
 		}
 		j.res.LoadStall = stall
 		if lost := poolHit - loaded; lost > 0 {

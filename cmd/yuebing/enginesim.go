@@ -156,3 +156,8 @@ docs/adapter.md.`,
 	f.StringVar(&staging, "save-staging", "64MiB", "host memory for layers being saved to yuebing")
 	return cmd
 }
+
+// adapterPreset is adapter.Preset, for flags.
+func adapterPreset(name string, blockTokens int) (adapter.Layout, error) {
+	return adapter.Preset(name, blockTokens)
+}
