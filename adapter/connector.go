@@ -32,7 +32,8 @@ type Options struct {
 	// LoadRequestBytes is about how many bytes one multi-get of a Load
 	// carries: several layers per request when layers are small, since a
 	// request costs a round trip and layers still arrive one by one
-	// within it. Default 4 MiB.
+	// within it. Queued saves are coalesced into multi-puts of about as
+	// many bytes. Default 4 MiB.
 	LoadRequestBytes int64
 	// SaveQueue bounds the layer saves waiting for a worker. Default 256.
 	SaveQueue int

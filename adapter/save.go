@@ -191,46 +191,78 @@ func (s *Save) drop() {
 }
 
 func (c *Connector) saveWorker() {
+	var batch []*layerJob
 	for j := range c.saves {
-		if c.ctx.Err() != nil {
-			c.stage.give(j.chunks)
-			c.st.dropped.Add(1)
-			j.s.markStored(j.layer)
-			c.pending.Add(-1)
-			continue
+		// Coalesce what else is queued into the same multi-put, up to
+		// about LoadRequestBytes: when saves back up, fewer and larger
+		// requests drain them with less work per byte.
+		batch = append(batch[:0], j)
+		frames, bytes := len(j.chunks), int64(len(j.chunks))*c.layout.LayerBytes()
+	more:
+		for bytes < c.opts.LoadRequestBytes {
+			select {
+			case j, ok := <-c.saves:
+				if !ok {
+					break more
+				}
+				batch = append(batch, j)
+				frames += len(j.chunks)
+				bytes += int64(len(j.chunks)) * c.layout.LayerBytes()
+				if frames >= maxFrames/2 {
+					break more
+				}
+			default:
+				break more
+			}
 		}
-		c.runSave(j)
-		c.pending.Add(-1)
+		if c.ctx.Err() != nil {
+			for _, j := range batch {
+				c.stage.give(j.chunks)
+				c.st.dropped.Add(1)
+				j.s.markStored(j.layer)
+			}
+		} else {
+			c.runSaves(batch)
+		}
+		c.pending.Add(-int64(len(batch)))
+		clear(batch)
 	}
 }
 
-// runSave stores one layer of a save's blocks in one multi-put and commits
-// the blocks whose last layer this was.
-func (c *Connector) runSave(j *layerJob) {
-	s := j.s
-	items := make([]client.Item, len(s.blocks))
-	for n, i := range s.blocks {
-		items[n] = client.Item{Key: c.layout.LayerKey(s.keys[i], j.layer), Data: j.chunks[n]}
+// runSaves stores the layers of jobs in one multi-put and commits, in a
+// second, the blocks whose last layer this was.
+func (c *Connector) runSaves(jobs []*layerJob) {
+	var items []client.Item
+	for _, j := range jobs {
+		for n, i := range j.s.blocks {
+			items = append(items, client.Item{Key: c.layout.LayerKey(j.s.keys[i], j.layer), Data: j.chunks[n]})
+		}
 	}
 	res, err := c.cl.PutBatch(c.ctx, c.opts.Namespace, items)
-	c.stage.give(j.chunks)
 	var commit []client.Item
-	for n := range s.blocks {
-		ok := err == nil || (n < len(res) && res[n].Err == nil && res[n].Status != "error" && res[n].Status != "")
-		if !ok {
-			s.broken[n].Store(true)
-			continue
+	at := 0
+	for _, j := range jobs {
+		s := j.s
+		c.stage.give(j.chunks)
+		for n := range s.blocks {
+			k := at + n
+			ok := err == nil || (k < len(res) && res[k].Err == nil && res[k].Status != "error" && res[k].Status != "")
+			if !ok {
+				s.broken[n].Store(true)
+				continue
+			}
+			c.st.savedLayers.Add(1)
+			c.st.savedBytes.Add(c.layout.LayerBytes())
+			if int(s.done[n].Add(1)) == c.layout.Layers && !s.broken[n].Load() {
+				commit = append(commit, client.Item{Key: s.keys[s.blocks[n]], Data: c.commit})
+			}
 		}
-		c.st.savedLayers.Add(1)
-		c.st.savedBytes.Add(c.layout.LayerBytes())
-		if int(s.done[n].Add(1)) == c.layout.Layers && !s.broken[n].Load() {
-			commit = append(commit, client.Item{Key: s.keys[s.blocks[n]], Data: c.commit})
-		}
+		at += len(s.blocks)
+		s.markStored(j.layer)
 	}
-	s.markStored(j.layer)
 	if err != nil {
 		c.st.saveErrors.Add(1)
-		c.opts.Logger.Warn("adapter: saving a layer failed", "layer", j.layer, "err", err)
+		c.opts.Logger.Warn("adapter: saving layers failed", "layers", len(jobs), "err", err)
 	}
 	if len(commit) == 0 {
 		return
