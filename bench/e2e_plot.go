@@ -41,7 +41,8 @@ func PlotE2E(r *E2EResult, path string) error {
 	src := plot.New()
 	src.Title.Text = "prompt tokens by source"
 	src.Y.Label.Text = "share of prompt tokens"
-	src.Y.Min, src.Y.Max = 0, 1
+	// Headroom above the bars for the legend.
+	src.Y.Min, src.Y.Max = 0, 1.35
 	names := make([]string, len(r.Modes))
 	var computed, hbm, pool plotter.Values
 	for i, m := range r.Modes {
@@ -72,7 +73,7 @@ func PlotE2E(r *E2EResult, path string) error {
 		prev = bars
 	}
 	src.NominalX(names...)
-	src.Legend.Top = true
+	src.Legend.Top, src.Legend.Left = true, true
 	const panelW, panelH = 4.4 * vg.Inch, 3.2 * vg.Inch
 	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
 	return writePNG(path, [][]*plot.Plot{{cdf, src}}, tiles, panelW, panelH, 100)
