@@ -85,19 +85,11 @@ const maxContextName = 256
 // type, so the two ends share one definition of the answer.
 type contextView = client.Context
 
-type contextSummary struct {
-	ID        string    `json:"id"`
-	Namespace string    `json:"namespace"`
-	Name      string    `json:"name,omitempty"`
-	Blocks    int       `json:"blocks"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
+// contextSummary is a context in a listing, the client's type as well.
+type contextSummary = client.ContextSummary
 
-type listContextsResponse struct {
-	Contexts   []contextSummary `json:"contexts"`
-	NextCursor string           `json:"next_cursor,omitempty"`
-}
+// listContextsResponse is a page of contexts, the client's type as well.
+type listContextsResponse = client.ContextPage
 
 func (a *API) ttl(sec *int64) (time.Duration, error) {
 	if sec == nil {

@@ -115,14 +115,23 @@ func (o *HierarchyOptions) Validate() error {
 // safe for concurrent use.
 //
 // A block may have copies in several tiers: a block promoted from SSD keeps
-// its SSD copy, so evicting it from DRAM again costs no write. Operations on
-// one key (put, delete, pin, promote) are serialized by a striped lock;
-// demotions never take it, so a put that waits for room in the demotion
-// queue cannot deadlock with the workers draining it.
+// its SSD copy, so evicting it from DRAM again costs no write. Index updates
+// of one key (a put's or a writer's indexing, delete, pin, promote) are
+// serialized by a striped lock; tier writes and syncs run outside it, so a
+// slow disk holds up only its own key. Demotions never take it, so a put
+// that waits for room in the demotion queue cannot deadlock with the
+// workers draining it.
 type Hierarchy struct {
 	tiers []Tier
 	opts  HierarchyOptions
 	ix    *index.Index
+	// locks are the stripes, chosen by a key's first byte. Keys are SHA-256
+	// digests, so that byte is uniform: two unrelated keys share a stripe
+	// with probability 1/256. The lock is held only for in-memory index
+	// updates (microseconds), so at the concurrency a node sees (thousands
+	// of requests in flight at most) collisions cost next to nothing, and
+	// 256 mutexes are 2 KiB; more stripes would buy no measurable
+	// throughput.
 	locks [256]sync.Mutex
 
 	demoteSem  *semaphore.Weighted
@@ -135,9 +144,14 @@ type Hierarchy struct {
 		sync.Mutex
 		m map[block.Key]*demotion
 	}
+	// putting holds the keys with a put in progress (startPut), striped
+	// like locks; each stripe's mutex is held for a map operation only.
+	putting [256]struct {
+		sync.Mutex
+		m map[block.Key]chan struct{}
+	}
 
 	counters []tierCounters
-	onDrop   atomic.Pointer[[]func(block.Key)]
 	hooks    hooks
 	dropped  atomic.Int64 // demotions dropped because the queue was full
 	hits     atomic.Int64
@@ -191,10 +205,20 @@ func NewHierarchy(tiers []Tier, opts HierarchyOptions) (*Hierarchy, error) {
 	}
 	recent, _ := lru.New[block.Key, struct{}](opts.RecentHits)
 	h := &Hierarchy{
-		tiers:      tiers,
-		opts:       opts,
-		ix:         index.New(index.Options{}),
-		demoteSem:  semaphore.NewWeighted(opts.DemoteQueueBytes),
+		tiers:     tiers,
+		opts:      opts,
+		ix:        index.New(index.Options{}),
+		demoteSem: semaphore.NewWeighted(opts.DemoteQueueBytes),
+		// The queues' bytes are bounded by the semaphores (DemoteQueueBytes,
+		// PromoteQueueBytes); the channel lengths bound only the count.
+		// KV blocks are megabytes (256 tokens of LLaMA3-8B are 32 MiB, of
+		// LLaMA3-70B 80 MiB), so for them the bytes bind long before the
+		// count. The count matters only for small values (Redis keys,
+		// tests): 1024 queued demotions are 1024 pointers, enough to keep
+		// the workers busy through a burst of evictions of small blocks,
+		// after which an eviction waits for a worker; 256 promotions, and
+		// a promotion that finds the queue full is skipped, never waited
+		// for.
 		demoteQ:    make(chan *demotion, 1024),
 		promoteSem: semaphore.NewWeighted(opts.PromoteQueueBytes),
 		promoteQ:   make(chan promotion, 256),
@@ -202,6 +226,9 @@ func NewHierarchy(tiers []Tier, opts HierarchyOptions) (*Hierarchy, error) {
 		counters:   make([]tierCounters, len(tiers)),
 	}
 	h.inflight.m = make(map[block.Key]*demotion)
+	for i := range h.putting {
+		h.putting[i].m = make(map[block.Key]chan struct{})
+	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	for level, t := range tiers {
 		t.Range(func(k block.Key, info BlockInfo) bool {
@@ -280,28 +307,31 @@ type hierWriter struct {
 	size  int64
 }
 
+// Commit makes the tier's copy durable (an SSD writer's write and sync)
+// without the key's stripe lock, then indexes it under the lock.
 func (w *hierWriter) Commit(ctx context.Context) error {
-	mu := w.h.lock(w.key)
-	mu.Lock()
-	defer mu.Unlock()
 	if err := w.Writer.Commit(ctx); err != nil {
 		return err
 	}
-	info, err := w.h.tiers[w.level].Stat(w.key)
-	if err != nil {
-		return nil // evicted already; nothing to index
-	}
-	w.h.setTier(w.key, w.level, info)
+	w.h.indexCopy(w.key, w.level)
 	return nil
 }
 
+// put writes the block to the fastest tier that takes it. The write (for
+// the SSD tier: the record and its sync) runs without the key's stripe lock,
+// so a slow disk delays only this key, not the other keys of its stripe;
+// the lock covers only the index update (indexCopy). Puts of the same key
+// still run one at a time (startPut): a second waits for the first and then
+// finds the block stored.
 func (h *Hierarchy) put(ctx context.Context, key block.Key, size int64, opts PutOptions, put func(Tier) error) (PutResult, error) {
 	if h.closed.Load() {
 		return PutResult{}, ErrClosed
 	}
-	mu := h.lock(key)
-	mu.Lock()
-	defer mu.Unlock()
+	done, err := h.startPut(ctx, key)
+	if err != nil {
+		return PutResult{}, err
+	}
+	defer done()
 	if e, ok := h.ix.Get(key); ok && e.Tiers != 0 {
 		return PutResult{Created: false, Tier: h.tiers[e.Tiers.Top()].Name()}, nil
 	}
@@ -310,13 +340,10 @@ func (h *Hierarchy) put(ctx context.Context, key block.Key, size int64, opts Put
 		err := put(t)
 		switch {
 		case err == nil, errors.Is(err, ErrExists):
-			info, serr := t.Stat(key)
-			if serr != nil {
-				// Evicted again before it could be indexed: the put
-				// succeeded, the cache simply let the block go.
-				return PutResult{Created: err == nil, Tier: t.Name()}, nil
-			}
-			h.setTier(key, level, info)
+			// If the copy is gone again before it could be indexed
+			// (evicted, or deleted meanwhile), the put still succeeded:
+			// the store simply let the block go.
+			h.indexCopy(key, level)
 			return PutResult{Created: err == nil, Tier: t.Name()}, nil
 		case errors.Is(err, ErrTooLarge), errors.Is(err, ErrNoSpace):
 			last = err
@@ -325,6 +352,48 @@ func (h *Hierarchy) put(ctx context.Context, key block.Key, size int64, opts Put
 		}
 	}
 	return PutResult{}, last
+}
+
+// startPut waits until no other put of key is in progress and marks one;
+// done ends it. Only puts of the same key wait for each other.
+func (h *Hierarchy) startPut(ctx context.Context, key block.Key) (done func(), err error) {
+	p := &h.putting[key[0]]
+	for {
+		p.Lock()
+		ch, busy := p.m[key]
+		if !busy {
+			ch = make(chan struct{})
+			p.m[key] = ch
+			p.Unlock()
+			return func() {
+				p.Lock()
+				delete(p.m, key)
+				p.Unlock()
+				close(ch)
+			}, nil
+		}
+		p.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// indexCopy records tier level's copy of key in the index, under the key's
+// stripe lock, if the tier still holds it: a Delete that ran while the copy
+// was being written removed it from the tier, and the index must not bring
+// it back. Stat is a lookup in the tier's memory, no disk I/O.
+func (h *Hierarchy) indexCopy(key block.Key, level int) {
+	mu := h.lock(key)
+	mu.Lock()
+	defer mu.Unlock()
+	info, err := h.tiers[level].Stat(key)
+	if err != nil {
+		return
+	}
+	h.setTier(key, level, info)
 }
 
 func (h *Hierarchy) setTier(key block.Key, level int, info BlockInfo) {
@@ -382,29 +451,10 @@ func (h *Hierarchy) clearCopy(key block.Key, level int, version uint64) {
 		h.changed(key, level, false)
 	}
 	if gone && !h.closed.Load() {
-		if fns := h.onDrop.Load(); fns != nil {
+		if fns := h.hooks.drop.Load(); fns != nil {
 			for _, fn := range *fns {
 				fn(key)
 			}
-		}
-	}
-}
-
-// OnDrop registers fn to be called with the key of every block that leaves
-// the store other than by Delete: evicted from the last tier that held it,
-// or dropped as corrupt. fn runs on the goroutine that evicted (often a
-// put's) without the hierarchy's locks; it may call Delete on other keys
-// but must not block for long.
-func (h *Hierarchy) OnDrop(fn func(key block.Key)) {
-	for {
-		old := h.onDrop.Load()
-		var fns []func(block.Key)
-		if old != nil {
-			fns = append(fns, *old...)
-		}
-		fns = append(fns, fn)
-		if h.onDrop.CompareAndSwap(old, &fns) {
-			return
 		}
 	}
 }
@@ -896,14 +946,12 @@ func (h *Hierarchy) Flush(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// flushOne copies one block from tier level to the next, under the block's
-// key lock so a concurrent delete cannot be undone by the copy. It reports
-// whether it copied.
+// flushOne copies one block from tier level to the next and reports
+// whether it did. The copy is written without the key's stripe lock; under
+// the lock it is then indexed only if the block is still stored, and
+// removed again if a Delete ran meanwhile, so a delete is never undone.
 func (h *Hierarchy) flushOne(ctx context.Context, level int, k block.Key) bool {
 	upper, lower := h.tiers[level], h.tiers[level+1]
-	mu := h.lock(k)
-	mu.Lock()
-	defer mu.Unlock()
 	if e, ok := h.ix.Get(k); !ok || e.Tiers.Has(level+1) {
 		return false
 	}
@@ -924,6 +972,13 @@ func (h *Hierarchy) flushOne(ctx context.Context, level int, k block.Key) bool {
 	opts := PutOptions{Meta: info.Meta}
 	opts.Checksum, opts.HasChecksum = hd.KnownChecksum()
 	if err := lower.Put(ctx, k, hd.Bytes(), opts); err != nil {
+		return false
+	}
+	mu := h.lock(k)
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ok := h.ix.Get(k); !ok {
+		_ = lower.Delete(k) // deleted while the copy was written
 		return false
 	}
 	if info, err := lower.Stat(k); err == nil {

@@ -2,10 +2,12 @@ package tier_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -398,4 +400,110 @@ func runModel(t *testing.T, h *tier.Hierarchy, seed uint64, g int) {
 		}
 	}
 	_ = fmt.Sprint()
+}
+
+// gatedTier is a real tier whose Put of one key waits at a gate: a disk
+// that is slow for that write.
+type gatedTier struct {
+	tier.Tier
+	key     block.Key
+	entered chan struct{} // closed when the gated Put starts
+	release chan struct{} // the gated Put goes on when this is closed
+	puts    sync.Map      // key -> number of Puts that reached the tier
+}
+
+func (g *gatedTier) Put(ctx context.Context, k block.Key, v []byte, o tier.PutOptions) error {
+	n, _ := g.puts.LoadOrStore(k, new(atomic.Int32))
+	n.(*atomic.Int32).Add(1)
+	if k == g.key {
+		close(g.entered)
+		<-g.release
+	}
+	return g.Tier.Put(ctx, k, v, o)
+}
+
+// TestSlowSSDPutBlocksOnlyItsKey: while one key's write to the SSD tier is
+// stuck, the other keys of its stripe are read, written, pinned and
+// deleted; a second put of the stuck key waits for the first and finds the
+// block stored.
+func TestSlowSSDPutBlocksOnlyItsKey(t *testing.T) {
+	d, err := dram.New(dram.Options{Capacity: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssd.Open(ssd.Options{Dir: t.TempDir(), Capacity: 16 << 20, SegmentSize: 256 << 10, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := tiertest.Key(1)
+	var same []block.Key // keys of slow's stripe
+	for i := 2; len(same) < 3; i++ {
+		if k := tiertest.Key(i); k[0] == slow[0] {
+			same = append(same, k)
+		}
+	}
+	g := &gatedTier{Tier: s, key: slow, entered: make(chan struct{}), release: make(chan struct{})}
+	h, err := tier.NewHierarchy([]tier.Tier{d, g}, tier.HierarchyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	small := func(k block.Key) []byte { return tiertest.Value(k, 4<<10) }
+	put(t, h, same[0], small(same[0]))
+	put(t, h, same[1], small(same[1]))
+
+	big := tiertest.Value(slow, 3<<20) // over the DRAM tier's size: SSD
+	first, second := make(chan tier.PutResult, 1), make(chan tier.PutResult, 1)
+	putAsync := func(out chan<- tier.PutResult) {
+		r, err := h.Put(context.Background(), slow, big, tier.PutOptions{})
+		if err != nil {
+			t.Errorf("Put: %v", err)
+		}
+		out <- r
+	}
+	go putAsync(first)
+	<-g.entered
+	go putAsync(second)
+
+	others := make(chan struct{})
+	go func() {
+		defer close(others)
+		ctx := context.Background()
+		if hd, _, err := h.Get(ctx, same[0]); err != nil {
+			t.Errorf("Get: %v", err)
+		} else {
+			hd.Release()
+		}
+		if err := h.Pin(same[0], time.Now().Add(time.Hour)); err != nil {
+			t.Errorf("Pin: %v", err)
+		}
+		if _, err := h.Put(ctx, same[2], small(same[2]), tier.PutOptions{}); err != nil {
+			t.Errorf("Put: %v", err)
+		}
+		if err := h.Delete(same[1]); err != nil {
+			t.Errorf("Delete: %v", err)
+		}
+	}()
+	select {
+	case <-others:
+	case <-time.After(30 * time.Second):
+		t.Fatal("operations on other keys of the stripe waited for the slow SSD write")
+	}
+	close(g.release)
+	if r := <-first; !r.Created || r.Tier != "ssd" {
+		t.Errorf("first put: %+v", r)
+	}
+	if r := <-second; r.Created {
+		t.Errorf("second put of the same key: %+v, want it to find the block", r)
+	}
+	if n, _ := g.puts.Load(slow); n.(*atomic.Int32).Load() != 1 {
+		t.Errorf("the slow key reached the SSD tier %d times", n.(*atomic.Int32).Load())
+	}
+	if lvl := get(t, h, slow, big); lvl != 1 {
+		t.Errorf("slow key read from tier %d", lvl)
+	}
+	get(t, h, same[2], small(same[2]))
+	if h.Contains(same[1]) {
+		t.Error("a key deleted during the slow write is still stored")
+	}
 }

@@ -42,6 +42,7 @@ type Origin struct {
 type hooks struct {
 	change atomic.Pointer[[]func(block.Key, int, bool)]
 	access atomic.Pointer[[]func(block.Key, int)]
+	drop   atomic.Pointer[[]func(block.Key)]
 	remote atomic.Pointer[RemoteReader]
 }
 
@@ -72,6 +73,15 @@ func addHook[F any](p *atomic.Pointer[[]F], fn F) {
 // state reads it back (Lookup) rather than replaying events.
 func (h *Hierarchy) OnChange(fn func(key block.Key, level int, added bool)) {
 	addHook(&h.hooks.change, fn)
+}
+
+// OnDrop registers fn to be called with the key of every block that leaves
+// the store other than by Delete: evicted from the last tier that held it,
+// or dropped as corrupt. fn runs on the goroutine that evicted (often a
+// put's) without the hierarchy's locks; it may call Delete on other keys
+// but must not block for long.
+func (h *Hierarchy) OnDrop(fn func(key block.Key)) {
+	addHook(&h.hooks.drop, fn)
 }
 
 // OnAccess registers fn to be called with the key and size of every

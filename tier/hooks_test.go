@@ -61,10 +61,7 @@ func TestOnChange(t *testing.T) {
 	f("duplicate put")
 	// A second block evicts the first to SSD.
 	put(t, h, k(2), make([]byte, 600<<10))
-	deadline := time.Now().Add(5 * time.Second)
-	for h.Stats().Tiers[1].Blocks == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, "the demotion", func() bool { return h.Stats().Tiers[1].Blocks != 0 })
 	// The demotion and the put's commit race; each key's own events are
 	// in order.
 	got := log.take()

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/yuebing/yuebing/rdma"
-	"github.com/yuebing/yuebing/rdma/internal/sieve"
+	"github.com/yuebing/yuebing/internal/sieve"
 )
 
 // pool keeps one connection per path, made on demand, at most MaxEndpoints

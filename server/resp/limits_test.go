@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -139,49 +140,60 @@ func TestMaxConns(t *testing.T) {
 
 // TestStalledClients: a client that stops reading its replies, or stops
 // sending a value it started, is disconnected after StallTimeout, and what
-// it held in the store (pins, a reserved value) is given back.
+// it held in the store (pins, a reserved value) is given back. The cases
+// run in synctest bubbles over in-memory connections: the stall deadlines
+// run on the bubble's clock, so the waits below pass them at once.
 func TestStalledClients(t *testing.T) {
-	s := startServer(t, Options{StallTimeout: 300 * time.Millisecond})
-	value := strings.Repeat("x", 1<<20)
-	w := dial(t, s.addr)
-	if got := w.do("SET", "big", value); got != "+OK\r\n" {
-		t.Fatal(got)
-	}
-	used := func() int64 { return s.store.Stats().Tiers[0].Used }
-	base := used()
-
-	t.Run("reader", func(t *testing.T) {
-		c := dial(t, s.addr)
-		// Far more replies than socket buffers hold, never read.
-		c.send(strings.Repeat(multibulk("GET", "big"), 64))
-		waitFor(t, 10*time.Second, func() bool { return s.Stats().ConnectedClients == 2 })
-		waitFor(t, 10*time.Second, func() bool { return s.Stats().ConnectedClients == 1 })
-		// What was in flight arrives, then the end of the connection.
-		c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if n, err := io.Copy(io.Discard, c.nc); n >= 64<<20 {
-			t.Errorf("the stalled reader got all %d bytes (%v)", n, err)
-		}
-		if got := w.do("DEL", "big"); got != ":1\r\n" {
-			t.Fatalf("DEL: %q", got)
-		}
-		// With the stalled pins gone the block's space is reclaimed.
-		waitFor(t, 5*time.Second, func() bool { return used() < base })
-		if got := w.do("SET", "big", value); got != "+OK\r\n" {
+	// Each case runs in a bubble of its own (t.Run cannot be called in one)
+	// with a server holding one 1 MiB value.
+	setup := func(t *testing.T) (s *testServer, ln *pipeListener, w *rawConn, used func() int64) {
+		s, ln = startBubbleServer(t, Options{StallTimeout: 300 * time.Millisecond})
+		w = ln.dial(t)
+		if got := w.do("SET", "big", strings.Repeat("x", 1<<20)); got != "+OK\r\n" {
 			t.Fatal(got)
 		}
+		return s, ln, w, func() int64 { return s.store.Stats().Tiers[0].Used }
+	}
+	t.Run("reader", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s, ln, w, used := setup(t)
+			base := used()
+			c := ln.dial(t)
+			// Far more replies than any buffer holds, never read. The
+			// writes end when the server hangs up.
+			go io.WriteString(c.nc, strings.Repeat(multibulk("GET", "big"), 64))
+			waitFor(t, 10*time.Second, func() bool { return s.Stats().ConnectedClients == 2 })
+			waitFor(t, 10*time.Second, func() bool { return s.Stats().ConnectedClients == 1 })
+			// What was in flight arrives, then the end of the connection.
+			c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if n, err := io.Copy(io.Discard, c.nc); n >= 64<<20 {
+				t.Errorf("the stalled reader got all %d bytes (%v)", n, err)
+			}
+			if got := w.do("DEL", "big"); got != ":1\r\n" {
+				t.Fatalf("DEL: %q", got)
+			}
+			// With the stalled pins gone the block's space is reclaimed.
+			waitFor(t, 5*time.Second, func() bool { return used() < base })
+			if got := w.do("SET", "big", strings.Repeat("x", 1<<20)); got != "+OK\r\n" {
+				t.Fatal(got)
+			}
+		})
 	})
 	t.Run("writer", func(t *testing.T) {
-		before := used()
-		c := dial(t, s.addr)
-		c.send(fmt.Sprintf("*3\r\n$3\r\nSET\r\n$3\r\nnew\r\n$%d\r\n", 8<<20) + strings.Repeat("y", 1<<20))
-		waitFor(t, 5*time.Second, func() bool { return used() >= before+8<<20 }) // reserved
-		waitFor(t, 10*time.Second, func() bool { return used() < before+8<<20 }) // given back
-		if !c.closed() {
-			t.Error("stalled writer not disconnected")
-		}
-		if got := w.do("EXISTS", "new"); got != ":0\r\n" {
-			t.Errorf("EXISTS new = %q", got)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			_, ln, w, used := setup(t)
+			before := used()
+			c := ln.dial(t)
+			c.send(fmt.Sprintf("*3\r\n$3\r\nSET\r\n$3\r\nnew\r\n$%d\r\n", 8<<20) + strings.Repeat("y", 1<<20))
+			waitFor(t, 5*time.Second, func() bool { return used() >= before+8<<20 }) // reserved
+			waitFor(t, 10*time.Second, func() bool { return used() < before+8<<20 }) // given back
+			if !c.closed() {
+				t.Error("stalled writer not disconnected")
+			}
+			if got := w.do("EXISTS", "new"); got != ":0\r\n" {
+				t.Errorf("EXISTS new = %q", got)
+			}
+		})
 	})
 }
 

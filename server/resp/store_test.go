@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/yuebing/yuebing/tier"
@@ -122,8 +123,13 @@ func TestEviction(t *testing.T) {
 // back; DRAM-only metadata whose payload did not survive does not.
 func TestRestart(t *testing.T) {
 	dir := t.TempDir()
+	// Both servers read one clock, moved by hand: "gone" expires between
+	// them without the test waiting for it.
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
 	st := openStore(t, dir, 16<<20, 64<<20)
-	s := startServer(t, Options{Store: st})
+	s := startServer(t, Options{Store: st, Now: clock})
 	c := dial(t, s.addr)
 	big := strings.Repeat("B", 200<<10)
 	for _, args := range [][]string{
@@ -141,7 +147,7 @@ func TestRestart(t *testing.T) {
 			t.Fatalf("%q: %q", args, got)
 		}
 	}
-	time.Sleep(5 * time.Millisecond)
+	now.Add(int64(2 * time.Millisecond)) // "gone" is past its deadline
 	ctx := context.Background()
 	if err := s.Shutdown(ctx); err != nil {
 		t.Fatal(err)
@@ -164,7 +170,7 @@ func TestRestart(t *testing.T) {
 
 	st2 := openStore(t, dir, 16<<20, 64<<20)
 	t.Cleanup(func() { st2.Close() })
-	s2 := startServer(t, Options{Store: st2})
+	s2 := startServer(t, Options{Store: st2, Now: clock})
 	c2 := dial(t, s2.addr)
 	f := func(want string, args ...string) {
 		t.Helper()
@@ -307,8 +313,7 @@ func TestShutdown(t *testing.T) {
 	s2 := startServer(t, Options{Store: st})
 	stuck := dial(t, s2.addr)
 	stuck.send(req[:100])
-	waitFor(t, 5*time.Second, func() bool { return s2.Stats().ConnectedClients == 1 })
-	time.Sleep(20 * time.Millisecond)
+	waitFor(t, 5*time.Second, func() bool { return s2.Stats().NetInputBytes >= 100 }) // read, waiting for the rest
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if err := s2.Shutdown(ctx); err != context.DeadlineExceeded {
@@ -320,52 +325,58 @@ func TestShutdown(t *testing.T) {
 }
 
 // TestExpiry: deadlines are enforced on access and by the background
-// sweep, which gives the space back without anybody reading the key.
+// sweep, which gives the space back without anybody reading the key. It
+// runs in a synctest bubble: the sleeps move the bubble's clock, which the
+// deadlines and the sweep's ticker both read.
 func TestExpiry(t *testing.T) {
-	var now atomic.Int64
-	now.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	s := startServer(t, Options{Now: clock})
-	c := dial(t, s.addr)
-	for _, args := range [][]string{
-		{"SET", "a", "1", "PX", "1500"},
-		{"SET", "b", "2", "EX", "10"},
-		{"SET", "c", "3"},
-	} {
-		c.do(args...)
-	}
-	c.do("EXPIRE", "c", "1")
-	if got := c.do("PTTL", "a"); got != ":1500\r\n" {
-		t.Errorf("PTTL a = %q", got)
-	}
-	now.Add(int64(2 * time.Second))
-	waitFor(t, 5*time.Second, func() bool { return s.Stats().ExpiredKeys == 2 })
-	if got := c.do("EXISTS", "a", "b", "c"); got != ":1\r\n" {
-		t.Errorf("EXISTS = %q", got)
-	}
-	if got := c.do("TTL", "b"); got != ":8\r\n" {
-		t.Errorf("TTL b = %q", got)
-	}
-	waitFor(t, 5*time.Second, func() bool { return s.store.Len() == 1 })
-	// Repeated EXPIREs leave stale heap entries; the sweep keeps the heap
-	// bounded by the number of keys.
-	for i := range 3000 {
-		c.do("EXPIRE", "b", fmt.Sprint(100+i))
-	}
-	if n := s.Stats().ExpiryHeapEntries; n < 3000 {
-		t.Fatalf("heap has %d entries", n)
-	}
-	s.ks.compactExpiry()
-	if n := s.Stats().ExpiryHeapEntries; n != 1 {
-		t.Errorf("after compaction the heap has %d entries", n)
-	}
-	// SET with a past absolute deadline: the key is gone at once.
-	if got := c.do("SET", "d", "4", "PXAT", fmt.Sprint(clock().UnixMilli()-1)); got != "+OK\r\n" {
-		t.Fatal(got)
-	}
-	if got := c.do("GET", "d"); got != "$-1\r\n" {
-		t.Errorf("GET d = %q", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s, ln := startBubbleServer(t, Options{})
+		c := ln.dial(t)
+		for _, args := range [][]string{
+			{"SET", "a", "1", "PX", "1500"},
+			{"SET", "b", "2", "EX", "10"},
+			{"SET", "c", "3"},
+		} {
+			c.do(args...)
+		}
+		c.do("EXPIRE", "c", "1")
+		if got := c.do("PTTL", "a"); got != ":1500\r\n" {
+			t.Errorf("PTTL a = %q", got)
+		}
+		time.Sleep(2 * time.Second) // past a's and c's deadlines; the sweep ran
+		synctest.Wait()
+		if n := s.Stats().ExpiredKeys; n != 2 {
+			t.Errorf("%d keys expired by the sweep, want 2", n)
+		}
+		if got := c.do("EXISTS", "a", "b", "c"); got != ":1\r\n" {
+			t.Errorf("EXISTS = %q", got)
+		}
+		if got := c.do("TTL", "b"); got != ":8\r\n" {
+			t.Errorf("TTL b = %q", got)
+		}
+		if n := s.store.Len(); n != 1 {
+			t.Errorf("the store holds %d blocks, want 1", n)
+		}
+		// Repeated EXPIREs leave stale heap entries; the sweep keeps the
+		// heap bounded by the number of keys.
+		for i := range 3000 {
+			c.do("EXPIRE", "b", fmt.Sprint(100+i))
+		}
+		if n := s.Stats().ExpiryHeapEntries; n < 3000 {
+			t.Fatalf("heap has %d entries", n)
+		}
+		s.ks.compactExpiry()
+		if n := s.Stats().ExpiryHeapEntries; n != 1 {
+			t.Errorf("after compaction the heap has %d entries", n)
+		}
+		// SET with a past absolute deadline: the key is gone at once.
+		if got := c.do("SET", "d", "4", "PXAT", fmt.Sprint(time.Now().UnixMilli()-1)); got != "+OK\r\n" {
+			t.Fatal(got)
+		}
+		if got := c.do("GET", "d"); got != "$-1\r\n" {
+			t.Errorf("GET d = %q", got)
+		}
+	})
 }
 
 func TestInfo(t *testing.T) {

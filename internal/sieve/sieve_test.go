@@ -111,3 +111,29 @@ func TestRandomAgainstModel(t *testing.T) {
 		t.Fatalf("seed %d: list has %d nodes, map %d", seed, n, c.Len())
 	}
 }
+
+// TestEvictFiltered: an unbounded cache evicts only when asked, passes over
+// entries the filter refuses (keeping their visited bit), and reports when
+// nothing may go.
+func TestEvictFiltered(t *testing.T) {
+	c := NewUnbounded[string, int]()
+	for i, k := range []string{"A", "B", "C", "D"} {
+		if _, _, ev := c.Add(k, i); ev {
+			t.Fatal("an unbounded cache evicted on Add")
+		}
+	}
+	c.Get("B")
+	notA := func(k string) bool { return k != "A" }
+	if k, v, ok := c.Evict(notA); !ok || k != "C" || v != 2 {
+		t.Fatalf("Evict = %q %d %v, want C: A refused, B visited", k, v, ok)
+	}
+	if k, _, ok := c.Evict(nil); !ok || k != "D" {
+		t.Fatalf("Evict = %q %v, want D: the hand goes on from C", k, ok)
+	}
+	if _, _, ok := c.Evict(func(string) bool { return false }); ok {
+		t.Fatal("Evict took an entry the filter refused")
+	}
+	if c.Len() != 2 {
+		t.Fatalf("Len = %d", c.Len())
+	}
+}

@@ -20,6 +20,12 @@ func New[K comparable, V any](capacity int) *Cache[K, V] {
 	return &Cache[K, V]{capacity: max(capacity, 1), items: make(map[K]*node[K, V])}
 }
 
+// NewUnbounded returns an empty cache without a capacity, for an owner that
+// evicts by its own measure (Evict).
+func NewUnbounded[K comparable, V any]() *Cache[K, V] {
+	return &Cache[K, V]{items: make(map[K]*node[K, V])}
+}
+
 // Len returns the number of entries.
 func (c *Cache[K, V]) Len() int { return len(c.items) }
 
@@ -52,9 +58,8 @@ func (c *Cache[K, V]) Add(k K, v V) (evictedKey K, evicted V, ok bool) {
 		n.visited = true
 		return evictedKey, evicted, false
 	}
-	if len(c.items) >= c.capacity {
-		victim := c.evict()
-		evictedKey, evicted, ok = victim.key, victim.val, true
+	if c.capacity > 0 && len(c.items) >= c.capacity {
+		evictedKey, evicted, ok = c.Evict(nil)
 	}
 	n := &node[K, V]{key: k, val: v, next: c.head}
 	if c.head != nil {
@@ -88,21 +93,35 @@ func (c *Cache[K, V]) Range(f func(K, V) bool) {
 	}
 }
 
-func (c *Cache[K, V]) evict() *node[K, V] {
+// Evict removes and returns the entry SIEVE chooses among those evictable
+// accepts (nil accepts all): the hand sweeps from where it stopped toward
+// newer entries, wrapping at the newest, clearing visited bits, and takes
+// the first unvisited entry. Entries evictable refuses are passed over with
+// their bit kept. Two sweeps suffice, the first clearing every bit it
+// passes; ok is false when no entry is evictable.
+func (c *Cache[K, V]) Evict(evictable func(K) bool) (k K, v V, ok bool) {
 	n := c.hand
-	if n == nil {
-		n = c.tail
-	}
-	for n.visited {
-		n.visited = false
-		n = n.prev
+	for range 2*len(c.items) + 1 {
 		if n == nil {
 			n = c.tail
+			if n == nil {
+				break
+			}
+		}
+		switch {
+		case evictable != nil && !evictable(n.key):
+			n = n.prev
+		case n.visited:
+			n.visited = false
+			n = n.prev
+		default:
+			c.hand = n.prev
+			c.unlink(n)
+			return n.key, n.val, true
 		}
 	}
-	c.hand = n // unlink moves the hand on to the next newer entry
-	c.unlink(n)
-	return n
+	c.hand = n
+	return k, v, false
 }
 
 func (c *Cache[K, V]) unlink(n *node[K, V]) {

@@ -3,7 +3,8 @@
 // sweeps from the tail, clearing bits, and evicts the first unvisited entry.
 // A hit only sets a bit, so lookups never reorder the queue; that is why the
 // transports use it for their endpoint pools, where lookups are hot and
-// evictions rare.
+// evictions rare. It is the one SIEVE of the tree: tier/policy's SIEVE
+// eviction policy is an unbounded Cache the tier evicts from.
 //
 //	c := sieve.New[string, *conn](64)
 //	if ep, ok := c.Get(key); ok { ... }
