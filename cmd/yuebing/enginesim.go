@@ -47,6 +47,17 @@ docs/adapter.md.`,
   curl -s 127.0.0.1:8000/v1/completions -d '{"prompt":[1,2,3],"max_tokens":4}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, f := range []struct {
+				name string
+				v    int
+			}{{"--pool-blocks", o.PoolBlocks}, {"--max-running", o.MaxRunning}, {"--max-waiting", o.MaxWaiting}, {"--max-tokens", o.MaxTokens}} {
+				if f.v < 1 || f.v > 1<<24 {
+					return usageErrorf("%s: %d, want 1 to 16777216", f.name, f.v)
+				}
+			}
+			if o.TimeScale <= 0 || o.DecodeStep < 0 {
+				return usageErrorf("--time-scale must be positive and --decode-step not negative")
+			}
 			layout, err := adapter.Preset(layoutName, blockTokens)
 			if err != nil {
 				return usageErrorf("--layout/--block-tokens: %v", err)
