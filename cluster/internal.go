@@ -80,6 +80,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("POST /internal/v1/drop", n.handleDrop)
 	mux.HandleFunc("POST /internal/v1/desired", n.handleDesired)
 	mux.HandleFunc("POST /internal/v1/name", n.handleName)
+	mux.HandleFunc("POST /internal/v1/hot", n.handleHot)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: no internal route %s %s", tier.ErrNotFound, r.Method, r.URL.Path))
 	})

@@ -83,6 +83,8 @@ type Driver struct {
 
 	// Migration counters: queued, dropped (queue full), failed.
 	queued, dropped, failed atomic.Int64
+	// Decision counters: accepted, and rejected by reason.
+	accepted, rejectedTTFT, rejectedTBT atomic.Int64
 }
 
 // NewDriver returns a driver around a new Core.
@@ -183,6 +185,9 @@ func (d *Driver) Schedule(req Request) (Decision, error) {
 	d.mu.Lock()
 	dec, err := d.mu.core.Schedule(req, d.now())
 	d.mu.Unlock()
+	if err == nil {
+		d.count(dec)
+	}
 	if err != nil || dec.Pull == nil {
 		return dec, err
 	}

@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +21,8 @@ import (
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/cluster"
 	"github.com/yuebing/yuebing/server/auth"
+	"github.com/yuebing/yuebing/server/console"
+	"github.com/yuebing/yuebing/server/staging"
 	"github.com/yuebing/yuebing/tier"
 )
 
@@ -50,10 +54,19 @@ type APIOptions struct {
 	// Cluster, when the node is in one, serves reads of blocks held
 	// elsewhere, the /v1/cluster endpoints and replica counts.
 	Cluster *cluster.Node
+	// Staging, when set, serves the /v1/shm endpoints: block bytes moved
+	// through shared-memory segments of clients on the same host.
+	Staging *staging.Server
 	// Mount, if set, adds routes to the authenticated /v1 group: the
 	// embedded conductor. Requests reach them with the same limits and
 	// authentication as the API's own.
 	Mount func(v1 gin.IRouter)
+	// Version and NodeName are reported by GET /v1/stats. Default
+	// NodeName: the host name.
+	Version, NodeName string
+	// HistoryInterval is how often the counters the console charts are
+	// sampled; ten minutes of samples are kept. Default 5s.
+	HistoryInterval time.Duration
 }
 
 // API is the HTTP API of a cache node: blocks, batches, contexts and admin
@@ -73,6 +86,9 @@ type API struct {
 	draining atomic.Bool
 	log      *slog.Logger
 	started  time.Time
+	history  *console.History
+	stopBg   context.CancelFunc
+	bg       sync.WaitGroup
 }
 
 // NewAPI builds the API over a store. It loads persisted contexts and
@@ -97,6 +113,9 @@ func NewAPI(opts APIOptions) (*API, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.NodeName == "" {
+		opts.NodeName, _ = os.Hostname()
+	}
 	a := &API{
 		opts:    opts,
 		store:   opts.Store,
@@ -120,6 +139,7 @@ func NewAPI(opts APIOptions) (*API, error) {
 		return nil, err
 	}
 	a.metrics = m
+	a.startHistory()
 	a.engine = a.routes()
 	return a, nil
 }
@@ -140,7 +160,11 @@ func (a *API) Engine() *gin.Engine { return a.engine }
 func (a *API) SetDraining() { a.draining.Store(true) }
 
 // Close stops the context cache's background work and persists it.
-func (a *API) Close() error { return a.contexts.Close() }
+func (a *API) Close() error {
+	a.stopBg()
+	a.bg.Wait()
+	return a.contexts.Close()
+}
 
 func (a *API) routes() *gin.Engine {
 	r := gin.New()
@@ -158,6 +182,7 @@ func (a *API) routes() *gin.Engine {
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
 	r.GET("/metrics", a.metrics.handler)
+	console.Register(r)
 
 	v1 := r.Group("/v1", a.limit, a.authenticate)
 	a.v1 = v1
@@ -185,13 +210,22 @@ func (a *API) routes() *gin.Engine {
 	v1.PATCH("/contexts/:id", a.patchContext)
 	v1.DELETE("/contexts/:id", a.deleteContext)
 
+	v1.POST("/namespaces/clear", a.clearNamespace)
+
+	v1.GET("/shm", a.shmInfo)
+	v1.POST("/shm/:session/get", a.shmGet)
+	v1.POST("/shm/:session/put", a.shmPut)
+
 	v1.GET("/stats", a.getStats)
 	v1.GET("/tiers", a.getTiers)
+	v1.GET("/stats/history", a.getHistory)
 
 	admin := v1.Group("", a.AdminOnly)
 	admin.GET("/cluster", a.getCluster)
 	admin.POST("/cluster/query", a.clusterQuery)
 	admin.POST("/cluster/holders", a.clusterHolders)
+	admin.GET("/cluster/nodes", a.clusterNodes)
+	admin.GET("/cluster/hot", a.clusterHot)
 	if a.opts.Mount != nil {
 		a.opts.Mount(v1)
 	}
@@ -373,12 +407,10 @@ func (a *API) tierName(level int) string {
 	return ""
 }
 
-func (a *API) healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
-
 func (a *API) readyz(c *gin.Context) {
 	if a.draining.Load() {
 		a.fail(c, fmt.Errorf("%w: shutting down", ErrUnavailable))
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	c.JSON(http.StatusOK, a.health("ready"))
 }

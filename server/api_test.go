@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"github.com/yuebing/yuebing/client"
 	"github.com/yuebing/yuebing/index"
 	"github.com/yuebing/yuebing/server/auth"
+	"github.com/yuebing/yuebing/server/staging"
 	"github.com/yuebing/yuebing/tier"
 	"github.com/yuebing/yuebing/tier/dram"
 	"github.com/yuebing/yuebing/tier/ssd"
@@ -59,6 +61,8 @@ type nodeOpts struct {
 	now      func() time.Time
 	// conductor mounts the embedded conductor, as `yuebing serve` does.
 	conductor bool
+	// staging serves the /v1/shm endpoints on an abstract unix socket.
+	staging bool
 }
 
 func newTestStore(t testing.TB, dir string, dramCap int64) *tier.Hierarchy {
@@ -99,6 +103,18 @@ func startNode(t testing.TB, o nodeOpts) *testNode {
 		ContextsFile: filepath.Join(o.dir, "contexts.json"), Now: o.now,
 	}
 	var api *API
+	if o.staging {
+		handle := func(ctx context.Context, sess *staging.Session, line []byte) []byte {
+			return api.ServeShm(ctx, sess, line)
+		}
+		st, err := newStaging(ShmConfig{Listen: "auto", MaxSessionBytes: 8 << 20, MaxBytes: 16 << 20, MaxSessions: 4}, toks, handle, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go st.Serve()
+		t.Cleanup(func() { st.Close() })
+		opts.Staging = st
+	}
 	if o.conductor {
 		cc := ConductorConfig{Enabled: true}
 		cc.ensureDefaults()

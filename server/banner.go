@@ -32,6 +32,9 @@ func (n *Node) banner(tokens *auth.Tokens) {
 	} else {
 		fmt.Fprintf(w, "  transfer\tdisabled\n")
 	}
+	if n.staging != nil {
+		fmt.Fprintf(w, "  shm\t%s (shared memory for clients on this host)\n", n.staging.Addr())
+	}
 	if cn := n.clusterNode(); cn != nil {
 		cc := c.Cluster
 		fmt.Fprintf(w, "  cluster\t%s as %s (node %d), etcd %s\n", cc.Name, cn.Name(), cn.ID(), n.etcdEndpoints())

@@ -47,6 +47,7 @@ func (s *ConductorAPI) Register(r gin.IRouter) {
 	g.POST("/query", s.query)
 	g.POST("/requests/:id/prefilled", s.prefilled)
 	g.POST("/requests/:id/finished", s.finished)
+	g.GET("/stats", s.stats)
 }
 
 // Handler returns a standalone handler: the conductor API plus /healthz.

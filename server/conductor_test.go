@@ -183,6 +183,20 @@ func TestConductorAPI(t *testing.T) {
 	if e["reason"] != "ttft_slo" || e["estimates"].(map[string]any)["ttft_s"].(float64) < 39 {
 		t.Fatalf("429 body %v, want reason ttft_slo and a TTFT estimate near 40 s", m)
 	}
+	// One accepted and one rejected for the TTFT SLO so far; the failed
+	// 409 above is no decision.
+	m = c.expect("GET", "/v1/conductor/stats", "", 200, "")
+	dec := m["decisions"].(map[string]any)
+	rej := dec["rejected"].(map[string]any)
+	if dec["accepted"] != 1.0 || rej["ttft_slo"] != 1.0 || rej["tbt_slo"] != 0.0 {
+		t.Fatalf("stats %v, want 1 accepted and 1 rejected for ttft_slo", m)
+	}
+	if inst := m["instances"].(map[string]any); inst["prefill"] != 2.0 || inst["decode"] != 1.0 {
+		t.Fatalf("stats %v, want 2 prefill and 1 decode instances", m)
+	}
+	if mig := m["migrations"].(map[string]any); mig["queued"] != 1.0 {
+		t.Fatalf("stats %v, want 1 migration queued", m)
+	}
 
 	// Request events.
 	c.expect("POST", "/v1/conductor/requests/q1/prefilled", "", 204, "")

@@ -34,6 +34,9 @@ type Config struct {
 	// Transfer is the block transfer service between nodes. Empty listen
 	// disables it.
 	Transfer ListenerConfig `yaml:"transfer"`
+	// Shm hands clients on the same host shared-memory staging segments
+	// over a unix socket (docs/python.md). Empty listen disables it.
+	Shm ShmConfig `yaml:"shm"`
 	// Insecure allows a non-loopback listener without authentication.
 	Insecure bool `yaml:"insecure"`
 	// DataDir holds the SSD tier and the contexts file. Default
@@ -47,6 +50,8 @@ type Config struct {
 	Conductor ConductorConfig `yaml:"conductor"`
 	Cluster   ClusterConfig   `yaml:"cluster"`
 	Log       LogConfig       `yaml:"log"`
+	// Console configures the operator console at /ui/.
+	Console ConsoleConfig `yaml:"console"`
 
 	// Logger overrides Log. Default: a handler on stderr as Log says.
 	Logger *slog.Logger `yaml:"-"`
@@ -57,10 +62,31 @@ type Config struct {
 	Version string `yaml:"-"`
 }
 
+// ConsoleConfig configures the operator console (docs/console.md).
+type ConsoleConfig struct {
+	// HistoryInterval is how often the counters the console charts are
+	// sampled; the last 120 samples are kept. Default 5s.
+	HistoryInterval time.Duration `yaml:"history_interval"`
+}
+
 // ListenerConfig is one network listener.
 type ListenerConfig struct {
 	// Listen is host:port; empty disables the listener.
 	Listen string `yaml:"listen"`
+}
+
+// ShmConfig configures the shared-memory staging service.
+type ShmConfig struct {
+	// Listen is the unix socket: a path, "@name" for an abstract socket,
+	// or "auto" (the default) for an abstract socket named after the
+	// process; empty disables it. Clients learn it from GET /v1/shm.
+	Listen string `yaml:"listen"`
+	// MaxSessionBytes bounds one client's segment. Default 256MiB.
+	MaxSessionBytes ByteSize `yaml:"max_session_bytes"`
+	// MaxBytes bounds all clients' segments together. Default 1GiB.
+	MaxBytes ByteSize `yaml:"max_bytes"`
+	// MaxSessions bounds open sessions. Default 64.
+	MaxSessions int `yaml:"max_sessions"`
 }
 
 // DRAMConfig configures the DRAM tier.
@@ -294,6 +320,7 @@ func DefaultConfig() Config {
 		HTTP:      ListenerConfig{Listen: DefaultHTTPListen},
 		RESP:      ListenerConfig{Listen: DefaultRESPListen},
 		Transfer:  ListenerConfig{Listen: DefaultTransferListen},
+		Shm:       ShmConfig{Listen: "auto"},
 		Conductor: DefaultConductorConfig(),
 	}
 }
@@ -309,6 +336,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.DRAM.Policy == "" {
 		c.DRAM.Policy = "lru"
+	}
+	if c.Console.HistoryInterval == 0 {
+		c.Console.HistoryInterval = 5 * time.Second
 	}
 	if c.SSD.Capacity == 0 {
 		c.SSD.Capacity = ByteSize(defaultSSDCapacity(filepath.Join(c.DataDir, "ssd")))
@@ -327,6 +357,15 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Contexts.MaxContexts == 0 {
 		c.Contexts.MaxContexts = 10000
+	}
+	if c.Shm.MaxSessionBytes == 0 {
+		c.Shm.MaxSessionBytes = 256 << 20
+	}
+	if c.Shm.MaxBytes == 0 {
+		c.Shm.MaxBytes = 1 << 30
+	}
+	if c.Shm.MaxSessions == 0 {
+		c.Shm.MaxSessions = 64
 	}
 	c.Conductor.ensureDefaults()
 	c.Cluster.ensureDefaults()
@@ -415,6 +454,9 @@ func (c *Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...)))
 	}
+	if c.Console.HistoryInterval < 0 || c.Console.HistoryInterval > 0 && c.Console.HistoryInterval < 100*time.Millisecond {
+		bad("console.history_interval", "%v: want 100ms or more (or 0 for the default 5s)", c.Console.HistoryInterval)
+	}
 	if c.HTTP.Listen == "" {
 		bad("http.listen", "required: the HTTP API is the node's main interface (host:port, e.g. %s)", DefaultHTTPListen)
 	}
@@ -434,6 +476,14 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		bad("data_dir", "required")
+	}
+	if c.Shm.Listen != "" {
+		if c.Shm.MaxSessionBytes <= 0 || c.Shm.MaxBytes <= 0 || c.Shm.MaxSessionBytes > c.Shm.MaxBytes {
+			bad("shm.max_session_bytes", "%s must be positive and at most shm.max_bytes (%s)", c.Shm.MaxSessionBytes, c.Shm.MaxBytes)
+		}
+		if c.Shm.MaxSessions <= 0 {
+			bad("shm.max_sessions", "%d must be positive", c.Shm.MaxSessions)
+		}
 	}
 	if c.DRAM.Capacity < minDRAMCapacity {
 		bad("dram.capacity", "%s is below the minimum of %s", c.DRAM.Capacity, ByteSize(minDRAMCapacity))

@@ -49,6 +49,7 @@ func TestConfigValidateReportsEveryField(t *testing.T) {
 	c.Limits.MaxBatchKeys = -1
 	c.Limits.RequestTimeout = -time.Second
 	c.Log.Level = "loud"
+	c.Console.HistoryInterval = time.Millisecond
 	err := c.Validate()
 	if !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("Validate = %v", err)
@@ -59,6 +60,7 @@ func TestConfigValidateReportsEveryField(t *testing.T) {
 		"dram.policy", "lru",
 		"ssd.compression", "none, s2 or zstd",
 		"ssd.capacity", "limits.max_batch_keys", "limits.request_timeout", "log.level",
+		"console.history_interval",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate error lacks %q:\n%v", want, err)

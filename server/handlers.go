@@ -297,6 +297,10 @@ type statsResponse struct {
 	Contexts      int                 `json:"contexts"`
 	InflightBytes int64               `json:"inflight_bytes"`
 	UptimeSeconds float64             `json:"uptime_seconds"`
+	// Node, Version and Requests are what the console's overview shows.
+	Node     string `json:"node"`
+	Version  string `json:"version"`
+	Requests int64  `json:"requests"`
 }
 
 type tiersResponse struct {
@@ -320,10 +324,15 @@ func (a *API) getStats(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, statsResponse{
+	c.JSON(http.StatusOK, a.stats())
+}
+
+func (a *API) stats() statsResponse {
+	return statsResponse{
 		Store: a.store.Stats(), Contexts: a.contexts.len(), InflightBytes: a.inflight.Load(),
 		UptimeSeconds: a.opts.Now().Sub(a.started).Seconds(),
-	})
+		Node:          a.opts.NodeName, Version: a.opts.Version, Requests: a.metrics.requests.Load(),
+	}
 }
 
 func (a *API) getTiers(c *gin.Context) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -20,6 +21,9 @@ type metrics struct {
 	bytesOut *prometheus.CounterVec
 	inflight prometheus.Gauge
 	handler  gin.HandlerFunc
+	// requests counts requests served, for the console's request rate
+	// (the histogram holds the same count, spread over its labels).
+	requests atomic.Int64
 }
 
 // latencyBuckets span a cached 4 KiB hit on loopback (tens of µs) to a
@@ -60,6 +64,7 @@ func (m *metrics) middleware(c *gin.Context) {
 	m.inflight.Inc()
 	c.Next()
 	m.inflight.Dec()
+	m.requests.Add(1)
 	route := c.FullPath()
 	if route == "" {
 		route = "unmatched"
@@ -106,6 +111,9 @@ func (s *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descIndex, descContexts, descInflight} {
 		ch <- d
 	}
+	for _, d := range healthDescs {
+		ch <- d
+	}
 }
 
 func (s *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -137,4 +145,5 @@ func (s *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descIndex, st.IndexBytes)
 	gauge(descContexts, int64(s.a.contexts.len()))
 	gauge(descInflight, s.a.inflight.Load())
+	s.a.collectHealth(ch)
 }

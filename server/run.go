@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -15,11 +16,13 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yuebing/yuebing/cluster"
 	"github.com/yuebing/yuebing/scheduler"
 	"github.com/yuebing/yuebing/server/auth"
 	"github.com/yuebing/yuebing/server/resp"
+	"github.com/yuebing/yuebing/server/staging"
 	"github.com/yuebing/yuebing/tier"
 	"github.com/yuebing/yuebing/tier/dram"
 	"github.com/yuebing/yuebing/tier/ssd"
@@ -31,8 +34,9 @@ type Node struct {
 	log      *slog.Logger
 	store    *tier.Hierarchy
 	api      *API
-	resp     *resp.Server  // nil when resp.listen is empty
-	cluster  *clusterParts // nil when the node runs alone
+	resp     *resp.Server    // nil when resp.listen is empty
+	cluster  *clusterParts   // nil when the node runs alone
+	staging  *staging.Server // nil when shm.listen is empty
 	services []*service
 	failed   chan error // the first service that stops on its own
 	// stopBackground ends background loops that are not listeners (the
@@ -42,6 +46,9 @@ type Node struct {
 	wg             sync.WaitGroup
 	once           sync.Once
 	shutErr        error
+
+	// conductor is the embedded conductor's driver, nil when it is off.
+	conductor *scheduler.Driver
 }
 
 // service is one listener and what serves it. Services start and stop
@@ -108,6 +115,11 @@ func Start(cfg Config) (*Node, error) {
 	apiOpts := APIOptions{
 		Store: store, Tokens: tokens, Limits: cfg.Limits, Contexts: cfg.Contexts,
 		ContextsFile: filepath.Join(cfg.DataDir, "contexts.json"), Logger: logger,
+		Version: cfg.Version, NodeName: cfg.Cluster.NodeName, Registry: prometheus.NewRegistry(),
+		HistoryInterval: cfg.Console.HistoryInterval,
+	}
+	if err := apiOpts.Registry.Register(nodeCollector{n}); err != nil {
+		panic("BUG: server: node metrics: " + err.Error())
 	}
 	if n.cluster != nil {
 		apiOpts.Cluster = n.cluster.node
@@ -121,13 +133,30 @@ func Start(cfg Config) (*Node, error) {
 			store.Close()
 			return nil, err
 		}
+		n.conductor = d
 		// Placement is infrastructure: gateways and engines call it with
 		// an admin (service) token when authentication is on.
 		apiOpts.Mount = func(v1 gin.IRouter) { svc.Register(v1.Group("", n.adminOnly)) }
 		n.bg.Go(func() { d.Run(bgCtx) })
 	}
+	if cfg.Shm.Listen != "" {
+		// The API answers the sessions' requests; it exists before the
+		// socket serves.
+		handle := func(ctx context.Context, sess *staging.Session, line []byte) []byte {
+			return n.api.ServeShm(ctx, sess, line)
+		}
+		if n.staging, err = newStaging(cfg.Shm, tokens, handle, logger); err != nil {
+			n.stopBackground()
+			n.bg.Wait()
+			n.closeCluster()
+			store.Close()
+			return nil, err
+		}
+		apiOpts.Staging = n.staging
+	}
 	n.api, err = NewAPI(apiOpts)
 	if err != nil {
+		n.closeStaging()
 		n.stopBackground()
 		n.bg.Wait()
 		n.closeCluster()
@@ -149,6 +178,7 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 	if err != nil {
+		n.closeStaging()
 		n.stopBackground()
 		n.bg.Wait()
 		n.api.Close()
@@ -272,7 +302,45 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 			},
 		})
 	}
+	if n.staging != nil {
+		st := n.staging
+		n.services = append(n.services, &service{
+			name: "shm", ln: st.Listener(),
+			serve:    func(net.Listener) error { return st.Serve() },
+			shutdown: func(context.Context) error { return st.Close() },
+			close:    st.Close,
+		})
+	}
 	return nil
+}
+
+// newStaging binds the shared-memory staging socket; "auto" names an
+// abstract socket after the process, so nodes on one host never collide.
+func newStaging(c ShmConfig, tokens *auth.Tokens, handle func(context.Context, *staging.Session, []byte) []byte, logger *slog.Logger) (*staging.Server, error) {
+	addr := c.Listen
+	if addr == "auto" {
+		var r [4]byte
+		rand.Read(r[:])
+		addr = fmt.Sprintf("@yuebing-shm-%d-%x", os.Getpid(), r)
+	}
+	st, err := staging.New(staging.Options{
+		Listen: addr, MaxSessionBytes: int64(c.MaxSessionBytes), MaxBytes: int64(c.MaxBytes),
+		MaxSessions: c.MaxSessions, Logger: logger, Handle: handle,
+		Authenticate: func(token string) (string, any, error) {
+			p, err := tokens.Authenticate(token)
+			return shmOwner(p), p, err
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: shm.listen: %w", err)
+	}
+	return st, nil
+}
+
+func (n *Node) closeStaging() {
+	if n.staging != nil {
+		n.staging.Close()
+	}
 }
 
 // clusterNames lets the Redis front end find the keys other nodes hold.

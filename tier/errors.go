@@ -25,6 +25,11 @@ var (
 	ErrCorrupt = block.ErrCorrupt
 	// ErrMeta: PutOptions.Meta is longer than MaxMeta.
 	ErrMeta = errors.New("tier: block metadata too large")
+	// ErrUnavailable: the tier cannot do this now because its device is
+	// failing (an I/O error, a full disk, a failed flush). Nothing was
+	// stored; the tier says why in its Health and recovers by itself once
+	// the device does.
+	ErrUnavailable = errors.New("tier: unavailable")
 	// ErrClosed: the tier or hierarchy is closed.
 	ErrClosed = errors.New("tier: closed")
 )

@@ -288,7 +288,7 @@ func (h *Hierarchy) Create(ctx context.Context, key block.Key, size int64, opts 
 			return &hierWriter{Writer: w, h: h, key: key, level: level, size: size}, nil
 		case errors.Is(err, ErrExists):
 			return nil, err
-		case errors.Is(err, ErrTooLarge), errors.Is(err, ErrNoSpace):
+		case errors.Is(err, ErrTooLarge), errors.Is(err, ErrNoSpace), errors.Is(err, ErrUnavailable):
 			last = err
 			continue
 		default:
@@ -345,7 +345,7 @@ func (h *Hierarchy) put(ctx context.Context, key block.Key, size int64, opts Put
 			// the store simply let the block go.
 			h.indexCopy(key, level)
 			return PutResult{Created: err == nil, Tier: t.Name()}, nil
-		case errors.Is(err, ErrTooLarge), errors.Is(err, ErrNoSpace):
+		case errors.Is(err, ErrTooLarge), errors.Is(err, ErrNoSpace), errors.Is(err, ErrUnavailable):
 			last = err
 		default:
 			return PutResult{}, err
@@ -808,7 +808,9 @@ func (h *Hierarchy) demote(d *demotion) {
 		lower.Delete(d.key) // deleted while in flight: undo the copy
 	case !wrote:
 		h.clearCopy(d.key, d.level, d.info.Version)
-		if !errors.Is(err, ErrNoSpace) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrClosed) {
+		// A degraded tier says why once, in its own log and Health; a
+		// line per dropped block would flood the log.
+		if !errors.Is(err, ErrNoSpace) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrUnavailable) {
 			h.opts.Logger.Warn("tier: demotion failed; block dropped", "key", d.key, "to", lower.Name(), "err", err)
 		}
 	default:

@@ -135,6 +135,28 @@ type Stats struct {
 	Promotions int64 `json:"promotions"`
 }
 
+// Health is a tier's view of its device. A degraded tier refuses writes
+// (ErrUnavailable) and serves the reads it can verify until it recovers.
+type Health struct {
+	Degraded bool `json:"degraded"`
+	// Cause names the kind of fault while degraded: "read", "write",
+	// "sync", "create", "no_space" or "index".
+	Cause string `json:"cause,omitempty"`
+	// Reason is the error that degraded the tier.
+	Reason string    `json:"reason,omitempty"`
+	Since  time.Time `json:"since,omitzero"`
+	// IOErrors counts failed operations since the tier opened, by the
+	// same names as Cause (but "no_space" counts under its operation).
+	IOErrors map[string]int64 `json:"io_errors,omitempty"`
+	// Recoveries counts the times the tier left the degraded state.
+	Recoveries int64 `json:"recoveries"`
+}
+
+// HealthReporter is implemented by tiers whose device can fail (SSD).
+type HealthReporter interface {
+	Health() Health
+}
+
 // KeyInfo pairs a key with its metadata, for tiers' Range snapshots.
 type KeyInfo struct {
 	Key  block.Key

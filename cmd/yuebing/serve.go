@@ -68,6 +68,7 @@ type serveFlags struct {
 	advRESP, admit                           string
 	etcdEmbedded, respLocalOnly              bool
 	leaseTTL                                 time.Duration
+	shmListen                                string
 	flags                                    *pflag.FlagSet
 }
 
@@ -77,6 +78,7 @@ func (s *serveFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.httpListen, "http-listen", server.DefaultHTTPListen, "HTTP API address host:port")
 	f.StringVar(&s.respListen, "resp-listen", server.DefaultRESPListen, "Redis-protocol address host:port; empty disables")
 	f.StringVar(&s.transferListen, "transfer-listen", server.DefaultTransferListen, "transfer service address host:port; empty disables")
+	f.StringVar(&s.shmListen, "shm-listen", "auto", "unix socket handing same-host clients shared-memory segments: a path, @abstract, or auto; empty disables")
 	f.StringVar(&s.dataDir, "data-dir", server.DefaultDataDir, "directory of the SSD tier and the contexts file")
 	f.StringVar(&s.dramCapacity, "dram-capacity", "", "DRAM tier size, e.g. 4GiB (default min(4GiB, 25% of RAM))")
 	f.StringVar(&s.ssdCapacity, "ssd-capacity", "", "SSD tier size, e.g. 64GiB (default min(64GiB, 50% of free disk))")
@@ -145,6 +147,7 @@ func (s *serveFlags) config(cmd *cobra.Command) (server.Config, error) {
 	str("http-listen", &cfg.HTTP.Listen, s.httpListen)
 	str("resp-listen", &cfg.RESP.Listen, s.respListen)
 	str("transfer-listen", &cfg.Transfer.Listen, s.transferListen)
+	str("shm-listen", &cfg.Shm.Listen, s.shmListen)
 	str("data-dir", &cfg.DataDir, s.dataDir)
 	str("dram-policy", &cfg.DRAM.Policy, s.dramPolicy)
 	str("ssd-compression", &cfg.SSD.Compression, s.ssdCompression)

@@ -119,6 +119,8 @@ var Common = []Row{
 	{Err: tier.ErrChecksum, Status: http.StatusUnprocessableEntity, Code: "checksum_mismatch"},
 	{Err: tier.ErrNoSpace, Status: http.StatusInsufficientStorage, Code: "no_space"},
 	{Err: tier.ErrClosed, Status: http.StatusServiceUnavailable, Code: "unavailable"},
+	// A tier's device is failing (tier/ssd degraded): retry later.
+	{Err: tier.ErrUnavailable, Status: http.StatusServiceUnavailable, Code: "unavailable"},
 	{Err: context.DeadlineExceeded, Status: http.StatusServiceUnavailable, Code: "timeout"},
 	// The client went away; nobody reads the answer.
 	{Err: context.Canceled, Status: 499, Code: "canceled"},

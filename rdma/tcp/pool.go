@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/yuebing/yuebing/rdma"
 	"github.com/yuebing/yuebing/internal/sieve"
+	"github.com/yuebing/yuebing/rdma"
 )
 
 // pool keeps one connection per path, made on demand, at most MaxEndpoints

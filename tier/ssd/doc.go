@@ -20,6 +20,12 @@
 // intact records it finds and cuts off a torn tail. docs/durability.md states
 // what each tier promises.
 //
+// A failing device degrades the tier instead of failing the node: it
+// refuses puts, keeps serving the reads it can verify, says why in Health,
+// and probes the device until it recovers (faults.go; docs/durability.md,
+// "Faults"). The files go through Options.Files and the index through
+// Options.IndexFS, so tests can fail them (tier/ssd/ssdtest).
+//
 // The tier can also keep values inside pebble itself (OpenPebble); the
 // segment layout is the default because it writes each block once, where an
 // LSM rewrites it on every compaction (docs/benchmarks.md has both).

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/tier/policy"
 )
@@ -48,6 +50,20 @@ type Options struct {
 	// (OpenPebble). Default "lru". The segment layout evicts whole segments
 	// in least-recently-read order.
 	Policy string
+	// Files is the file layer under the segment files. Default OSFS{}.
+	// Tests set a faulty one (ssdtest.Disk).
+	Files FS
+	// IndexFS is the file system under the pebble index (and under the
+	// values of OpenPebble). Default vfs.Default. Tests wrap it with
+	// pebble's errorfs.
+	IndexFS vfs.FS
+	// ProbeInterval is the first wait before a degraded tier checks the
+	// device again; each failed check doubles it up to MaxProbeInterval.
+	// Default 1s.
+	ProbeInterval time.Duration
+	// MaxProbeInterval bounds the wait between checks of a degraded
+	// tier's device. Default 30s.
+	MaxProbeInterval time.Duration
 	// Name in stats and logs. Default "ssd".
 	Name string
 	// Now is the clock for soft pins. Default time.Now.
@@ -75,6 +91,18 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Policy == "" {
 		o.Policy = "lru"
+	}
+	if o.Files == nil {
+		o.Files = OSFS{}
+	}
+	if o.IndexFS == nil {
+		o.IndexFS = vfs.Default
+	}
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = time.Second
+	}
+	if o.MaxProbeInterval == 0 {
+		o.MaxProbeInterval = 30 * time.Second
 	}
 	if o.Name == "" {
 		o.Name = "ssd"
@@ -123,6 +151,9 @@ func (o *Options) check() (parsed, error) {
 	}
 	if o.MaxPinnedFraction < 0 || o.MaxPinnedFraction > 1 {
 		errs = append(errs, fmt.Errorf("ssd: MaxPinnedFraction %v must be in [0, 1]", o.MaxPinnedFraction))
+	}
+	if o.ProbeInterval <= 0 || o.MaxProbeInterval < o.ProbeInterval {
+		errs = append(errs, fmt.Errorf("ssd: ProbeInterval %v must be positive and at most MaxProbeInterval %v", o.ProbeInterval, o.MaxProbeInterval))
 	}
 	if p.policy, err = policy.New[block.Key](o.Policy, o.Capacity); err != nil {
 		errs = append(errs, fmt.Errorf("ssd: Policy: %w", err))

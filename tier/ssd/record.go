@@ -76,14 +76,17 @@ type codec struct {
 	kind block.Codec
 	zenc *zstd.Encoder
 	zdec *zstd.Decoder
+	// maxDecoded bounds what a stored payload may decode to, for both
+	// codecs: a damaged s2 length prefix must not allocate gigabytes.
+	maxDecoded int64
 }
 
 func newCodec(kind block.Codec, maxBlock int64) (*codec, error) {
-	c := &codec{kind: kind}
+	c := &codec{kind: kind, maxDecoded: maxBlock + 1<<20}
 	var err error
 	// The decoder is always ready: a tier reopened with compression turned
 	// off still reads the blocks it stored compressed.
-	c.zdec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(uint64(maxBlock)+1<<20))
+	c.zdec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(uint64(c.maxDecoded)))
 	if err != nil {
 		return nil, fmt.Errorf("ssd: zstd decoder: %w", err)
 	}
@@ -125,7 +128,7 @@ func (c *codec) decompress(stored []byte, h block.Header) ([]byte, error) {
 		return stored, nil
 	case block.CodecS2:
 		n, err := s2.DecodedLen(stored)
-		if err != nil || n != int(h.RawLen) {
+		if err != nil || n != int(h.RawLen) || int64(n) > c.maxDecoded {
 			return nil, fmt.Errorf("%w: s2 payload decodes to %d bytes, header says %d (%v)", block.ErrCorrupt, n, h.RawLen, err)
 		}
 		out, err := s2.Decode(make([]byte, n), stored)

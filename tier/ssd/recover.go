@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,7 +26,8 @@ func (s *SSD) recover() error {
 	s.mu.Lock()
 	defer s.emptyTrash()
 	defer s.mu.Unlock()
-	dirents, err := os.ReadDir(s.segDir)
+	fs := s.opts.Files
+	dirents, err := fs.ReadDir(s.segDir)
 	if err != nil {
 		return fmt.Errorf("ssd: listing segments: %w", err)
 	}
@@ -35,24 +37,25 @@ func (s *SSD) recover() error {
 			continue
 		}
 		path := filepath.Join(s.segDir, de.Name())
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		f, err := fs.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
 			return fmt.Errorf("ssd: opening segment: %w", err)
 		}
-		st, err := f.Stat()
+		size, err := f.Size()
 		if err != nil {
 			f.Close()
 			return fmt.Errorf("ssd: %w", err)
 		}
-		seg := &segment{id: id, path: path, f: f, size: st.Size(), sealed: true}
+		seg := &segment{id: id, path: path, f: f, size: size, sealed: true}
 		seg.access.Store(int64(id)) // older segments count as less recently used
 		s.mu.segs[id] = seg
 		s.mu.nextID = max(s.mu.nextID, id+1)
 	}
 	s.tick.Store(int64(s.mu.nextID))
 
-	batch := s.db.NewBatch()
-	defer batch.Close()
+	// Committed (and closed) by commitBatch below; on an earlier error it
+	// is left to the garbage collector, as pebble allows.
+	batch := s.idx.db.NewBatch()
 	dropped := 0
 	err = s.scanIndex(prefixBlock, func(k, v []byte) {
 		var key block.Key
@@ -97,7 +100,10 @@ func (s *SSD) recover() error {
 		rescued += n
 		seg.indexed = seg.size
 	}
-	if err := batch.Commit(pebble.Sync); err != nil {
+	if err := commitBatch(batch, pebble.Sync); err != nil {
+		if pe := (*poisonedError)(nil); errors.As(err, &pe) {
+			s.idxPoisoned.Store(true)
+		}
 		return fmt.Errorf("ssd: saving recovered index: %w", err)
 	}
 	for _, seg := range segs {
@@ -136,7 +142,7 @@ func (s *SSD) addEntryLocked(key block.Key, seg *segment, l location) {
 }
 
 func (s *SSD) scanIndex(prefix byte, fn func(k, v []byte)) error {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
+	it, err := s.idx.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
 	if err != nil {
 		return fmt.Errorf("ssd: reading index: %w", err)
 	}
@@ -152,46 +158,76 @@ func (s *SSD) scanIndex(prefix byte, fn func(k, v []byte)) error {
 // rescan indexes the intact records of seg from offset from on, and cuts
 // the file at the first record that is torn or fails verification: nothing
 // after it was acknowledged, because acknowledgement waits for a flush that
-// covers every earlier byte of the file.
+// covers every earlier byte of the file. The exception is a record that
+// failed to write (an I/O error, or a crash) while a later one in the same
+// segment was written, flushed and indexed: the scan skips such a hole to
+// the end of the last indexed record instead of cutting it off.
 func (s *SSD) rescan(seg *segment, from int64, batch *pebble.Batch) (int, error) {
 	n := 0
 	off := from
+	var indexedEnd int64 // end of the furthest record the index knows
+	for _, k := range seg.keys {
+		if e := s.mu.blocks[k]; e != nil && e.seg == seg {
+			indexedEnd = max(indexedEnd, e.off+e.recLen)
+		}
+	}
 	var hdrBuf [recHeaderSize]byte
 	for off < seg.size {
-		bad := func(why string) (int, error) {
+		// bad handles a record that does not verify at off: it skips a
+		// hole below indexed records and cuts a torn tail.
+		bad := func(why string) (bool, error) {
+			if off < indexedEnd {
+				s.opts.Logger.Warn("ssd: skipping an unreadable record below indexed ones", "segment", segmentName(seg.id), "offset", off, "skipped_bytes", indexedEnd-off, "why", why)
+				off = indexedEnd
+				return true, nil
+			}
 			s.opts.Logger.Warn("ssd: cutting torn segment tail", "segment", segmentName(seg.id), "offset", off, "dropped_bytes", seg.size-off, "why", why)
 			if err := seg.f.Truncate(off); err != nil {
-				return n, fmt.Errorf("ssd: truncating %s: %w", segmentName(seg.id), err)
+				return false, fmt.Errorf("ssd: truncating %s: %w", segmentName(seg.id), err)
 			}
 			seg.size = off
-			return n, nil
+			return false, nil
 		}
+		var why string
+		var recLen int64
+		var rh recHeader
 		if _, err := seg.f.ReadAt(hdrBuf[:], off); err != nil {
-			if err == io.EOF {
-				return bad("short header")
+			if !errors.Is(err, io.EOF) {
+				return n, fmt.Errorf("ssd: reading %s: %w", segmentName(seg.id), err)
 			}
-			return n, fmt.Errorf("ssd: reading %s: %w", segmentName(seg.id), err)
+			why = "short header"
+		} else if rh, err = decodeRecHeader(hdrBuf[:]); err != nil {
+			why = err.Error()
+		} else if recLen = rh.recLen(); off+recLen > seg.size {
+			why = "record runs past the end of the file"
 		}
-		rh, err := decodeRecHeader(hdrBuf[:])
-		if err != nil {
-			return bad(err.Error())
+		var rec []byte
+		if why == "" {
+			e := &entry{seg: seg, off: off, recLen: recLen, hdr: rh.hdr}
+			var err error
+			rec, _, err = s.readFullRecord(seg, e, rh.key)
+			if ioe := (*ioError)(nil); errors.As(err, &ioe) {
+				// A device error is no proof of a torn record: cutting
+				// here could drop acknowledged blocks. Fail the open.
+				return n, fmt.Errorf("ssd: reading %s: %w", segmentName(seg.id), err)
+			} else if err != nil {
+				why = err.Error()
+			}
 		}
-		key, recLen := rh.key, rh.recLen()
-		if off+recLen > seg.size {
-			return bad("record runs past the end of the file")
-		}
-		e := &entry{seg: seg, off: off, recLen: recLen, hdr: rh.hdr}
-		rec, _, err := s.readFullRecord(seg, e, key)
-		if err != nil {
-			return bad(err.Error())
+		if why != "" {
+			more, err := bad(why)
+			if err != nil || !more {
+				return n, err
+			}
+			continue
 		}
 		l := location{seg: seg.id, off: off, recLen: recLen, hdr: rh.hdr}
 		if rh.metaLen > 0 {
 			l.meta = rec[recLen-int64(rh.metaLen):]
 		}
-		if _, ok := s.mu.blocks[key]; !ok {
-			s.addEntryLocked(key, seg, l)
-			batch.Set(blockIndexKey(key), l.encode(), nil)
+		if _, ok := s.mu.blocks[rh.key]; !ok {
+			s.addEntryLocked(rh.key, seg, l)
+			batch.Set(blockIndexKey(rh.key), l.encode(), nil)
 			n++
 		}
 		off += recLen

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/yuebing/yuebing/block"
 )
 
@@ -21,7 +19,7 @@ import (
 type segment struct {
 	id   uint32
 	path string
-	f    *os.File
+	f    File
 
 	// Guarded by the tier's mutex.
 	size     int64 // bytes reserved (and, once writers finish, written)
@@ -33,6 +31,7 @@ type segment struct {
 	refs     int  // readers and writers using f; the file closes at zero once dropped
 	dropped  bool
 	indexed  int64 // records below this offset are in the persisted index (a hint)
+	failed   bool  // a write or flush failed: sealed, never flushed again (see faults.go)
 
 	access atomic.Int64 // tick of the last hit, for segment-granularity LRU
 	flush  groupSync
@@ -49,30 +48,19 @@ func parseSegmentName(name string) (uint32, bool) {
 	return uint32(n), err == nil
 }
 
-func createSegment(dir string, id uint32) (*segment, error) {
+func createSegment(fs FS, dir string, id uint32) (*segment, error) {
 	path := filepath.Join(dir, segmentName(id))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("ssd: creating segment: %w", err)
 	}
 	// The new file's directory entry must survive a crash for its records to.
-	if err := syncDir(dir); err != nil {
+	if err := fs.SyncDir(dir); err != nil {
 		f.Close()
-		return nil, err
+		fs.Remove(path)
+		return nil, fmt.Errorf("ssd: syncing directory %s: %w", dir, err)
 	}
 	return &segment{id: id, path: path, f: f}, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("ssd: opening directory to sync: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("ssd: syncing directory %s: %w", dir, err)
-	}
-	return nil
 }
 
 // groupSync makes writes durable with as few fdatasyncs as possible: a
@@ -87,7 +75,7 @@ type groupSync struct {
 	err       error
 }
 
-func (g *groupSync) wait(f *os.File) error {
+func (g *groupSync) wait(f File) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.cond == nil {
@@ -103,13 +91,15 @@ func (g *groupSync) wait(f *os.File) error {
 		g.started++
 		gen := g.started
 		g.mu.Unlock()
-		err := unix.Fdatasync(int(f.Fd()))
+		err := f.Datasync()
 		g.mu.Lock()
 		g.running = false
 		g.completed = gen
 		if err != nil {
-			// A failed fsync leaves the file's durability unknown; every
-			// later caller fails too rather than trusting it.
+			// A failed fsync leaves the file's durability unknown: the
+			// kernel may have dropped the dirty pages and cleared the
+			// error, so a later fsync could succeed without them. Every
+			// later caller fails too rather than trusting it (faults.go).
 			g.err = fmt.Errorf("ssd: fdatasync: %w", err)
 		}
 		g.cond.Broadcast()

@@ -26,7 +26,6 @@ import (
 type SSD struct {
 	opts    Options
 	segDir  string
-	db      *pebble.DB
 	codec   *codec
 	onEvict atomic.Pointer[tier.EvictHandler]
 	tick    atomic.Int64
@@ -54,6 +53,19 @@ type SSD struct {
 		}
 	}
 	counters
+
+	// idx is the pebble index. Writers hold the read lock; the probe
+	// takes the write lock to replace a failed instance (faults.go).
+	idx struct {
+		sync.RWMutex
+		db  *pebble.DB
+		gen int // the index directory's generation (indexDirOf)
+	}
+	idxFailed   atomic.Bool // the index lost writes: skip it until reopened
+	idxPoisoned atomic.Bool // and its instance must never be touched again
+	health      health
+	probes      sync.WaitGroup
+	probeStop   chan struct{}
 }
 
 var (
@@ -91,26 +103,38 @@ func Open(opts Options) (*SSD, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &SSD{opts: opts, segDir: filepath.Join(opts.Dir, "segments"), codec: c}
+	s := &SSD{opts: opts, segDir: filepath.Join(opts.Dir, "segments"), codec: c, probeStop: make(chan struct{})}
 	s.mu.blocks = make(map[block.Key]*entry)
 	s.mu.segs = make(map[uint32]*segment)
 	s.mu.space = make(chan struct{})
-	if err := os.MkdirAll(s.segDir, 0o755); err != nil {
+	if err := opts.Files.MkdirAll(s.segDir, 0o755); err != nil {
+		c.close()
 		return nil, fmt.Errorf("ssd: %w", err)
 	}
-	s.db, err = openPebble(filepath.Join(opts.Dir, "index"), opts.IndexCacheSize, opts.Logger)
+	s.idx.gen, err = readIndexPointer(opts.IndexFS, opts.Dir)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	s.idx.db, err = openPebble(filepath.Join(opts.Dir, indexDirOf(s.idx.gen)), opts.IndexCacheSize, opts.IndexFS, opts.Logger)
 	if err != nil {
 		c.close()
 		return nil, err
 	}
 	if err := s.recover(); err != nil {
-		s.db.Close()
+		s.shutIndex(s.idx.db, false)
+		s.mu.Lock()
+		for _, seg := range s.mu.segs {
+			seg.f.Close()
+		}
+		s.mu.Unlock()
 		c.close()
 		return nil, err
 	}
 	for _, seg := range s.mu.segs {
 		s.adviseRandom(seg.f)
 	}
+	removeStaleIndexes(opts.IndexFS, opts.Dir, s.idx.gen, opts.Logger)
 	return s, nil
 }
 
@@ -120,9 +144,9 @@ func Open(opts Options) (*SSD, error) {
 // tier then leaves in the page cache (it drops just the record it read):
 // device bandwidth spent on blocks nobody asked for, and memory held
 // outside both tiers' capacities.
-func (s *SSD) adviseRandom(f *os.File) {
+func (s *SSD) adviseRandom(f File) {
 	if !s.opts.KeepPageCache {
-		_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
+		fadvise(f, 0, 0, unix.FADV_RANDOM)
 	}
 }
 
@@ -150,6 +174,9 @@ func (s *SSD) Put(ctx context.Context, key block.Key, value []byte, opts tier.Pu
 	if s.contains(key) {
 		return tier.ErrExists
 	}
+	if err := s.refuse(); err != nil {
+		return err
+	}
 	stored, kind := s.codec.compress(value)
 	hdr := block.Header{Codec: kind, RawLen: uint32(len(value)), StoredLen: uint32(len(stored)), Checksum: sum}
 	meta := append([]byte(nil), opts.Meta...)
@@ -175,6 +202,9 @@ func (s *SSD) Create(ctx context.Context, key block.Key, size int64, opts tier.P
 	if s.contains(key) {
 		return nil, tier.ErrExists
 	}
+	if err := s.refuse(); err != nil {
+		return nil, err
+	}
 	return &bufWriter{buf: make([]byte, 0, size), size: int(size), commit: func(ctx context.Context, v []byte) error {
 		return s.Put(ctx, key, v, opts)
 	}}, nil
@@ -195,14 +225,20 @@ func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored
 	recLen := recHeaderSize + int64(len(stored)) + int64(len(meta))
 	seg, off, err := s.reserve(ctx, recLen, replacing != nil)
 	if err != nil {
+		if ioe := (*ioError)(nil); errors.As(err, &ioe) {
+			s.fault(ioe)
+		}
 		return err
 	}
 	var hb [recHeaderSize]byte
 	encodeRecHeader(hb[:], key, hdr, meta)
-	err = pwritevFull(seg.f, [][]byte{hb[:], stored, meta}, off)
-	if err == nil && !s.opts.NoSync {
-		err = seg.flush.wait(seg.f)
-		if err == nil && !s.opts.KeepPageCache {
+	var ioe *ioError
+	if err = writeFull(seg.f, [][]byte{hb[:], stored, meta}, off); err != nil {
+		ioe = &ioError{op: opWrite, err: err}
+	} else if !s.opts.NoSync {
+		if err = seg.flush.wait(seg.f); err != nil {
+			ioe = &ioError{op: opSync, err: err}
+		} else if !s.opts.KeepPageCache {
 			dropPages(seg.f, off, recLen)
 		}
 	}
@@ -215,10 +251,18 @@ func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored
 	if s.mu.closed {
 		s.signalLocked() // Close waits for writers
 	}
-	if err != nil {
+	if ioe != nil {
+		// The segment is done: its flush state is unknown after a failed
+		// fdatasync, and a failed write left a hole in it. New puts go to
+		// a new file once the probe finds the device well (faults.go).
+		seg.failed, seg.sealed = true, true
+		if s.mu.active == seg {
+			s.mu.active = nil
+		}
 		s.maybeDropLocked(seg)
 		s.mu.Unlock()
-		return fmt.Errorf("ssd: writing block: %w", err)
+		s.fault(ioe)
+		return fmt.Errorf("ssd: writing block: %w", ioe)
 	}
 	cur, exists := s.mu.blocks[key]
 	if replacing == nil && exists || replacing != nil && cur != replacing {
@@ -254,16 +298,15 @@ func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored
 	}
 	s.mu.Unlock()
 
-	b := s.db.NewBatch()
-	b.Set(blockIndexKey(key), loc.encode(), nil)
-	var m [8]byte
-	putUint64(m[:], uint64(marker))
-	b.Set(markerKey(seg.id), m[:], nil)
-	if err := b.Commit(pebble.NoSync); err != nil {
-		// The record is durable and the rescan at the next open finds it;
-		// the block is served meanwhile from the in-memory map.
-		s.opts.Logger.Warn("ssd: persisting index entry", "err", err)
-	}
+	// A failed index write does not fail the put: the record is durable,
+	// the rescan at the next open finds it, and the block is served
+	// meanwhile from the in-memory map.
+	s.indexWrite(func(b *pebble.Batch) {
+		b.Set(blockIndexKey(key), loc.encode(), nil)
+		var m [8]byte
+		putUint64(m[:], uint64(marker))
+		b.Set(markerKey(seg.id), m[:], nil)
+	})
 	return nil
 }
 
@@ -278,34 +321,53 @@ const dropAlign = 2 << 20
 // the page cache. Neighbours' pages dropped with it are at most read again
 // from the device; dirty ones are left alone. It is advice: an error changes
 // nothing the tier relies on.
-func dropPages(f *os.File, off, n int64) {
+func dropPages(f File, off, n int64) {
 	start := off &^ (dropAlign - 1)
 	end := (off + n + dropAlign - 1) &^ (dropAlign - 1)
-	_ = unix.Fadvise(int(f.Fd()), start, end-start, unix.FADV_DONTNEED)
+	fadvise(f, start, end-start, unix.FADV_DONTNEED)
 }
 
-func pwritevFull(f *os.File, bufs [][]byte, off int64) error {
-	fd := int(f.Fd())
-	for len(bufs) > 0 {
-		n, err := unix.Pwritev(fd, bufs, off)
-		if err != nil {
-			return err
-		}
-		off += int64(n)
-		for n > 0 && len(bufs) > 0 {
-			if n >= len(bufs[0]) {
-				n -= len(bufs[0])
-				bufs = bufs[1:]
-			} else {
-				bufs[0] = bufs[0][n:]
-				n = 0
-			}
-		}
-		for len(bufs) > 0 && len(bufs[0]) == 0 {
-			bufs = bufs[1:]
-		}
+// indexWrite commits an index update built by fill, unless the index has
+// failed: then the in-memory map is the truth until the probe reopens the
+// index and rewrites it from the map (faults.go).
+func (s *SSD) indexWrite(fill func(b *pebble.Batch)) {
+	s.idx.RLock()
+	defer s.idx.RUnlock()
+	if s.idx.db == nil || s.idxFailed.Load() {
+		return
 	}
-	return nil
+	b := s.idx.db.NewBatch()
+	fill(b)
+	if err := commitBatch(b, pebble.NoSync); err != nil {
+		s.indexFault(err)
+	}
+}
+
+// indexFault records a failed index commit.
+func (s *SSD) indexFault(err error) {
+	if pe := (*poisonedError)(nil); errors.As(err, &pe) {
+		s.idxPoisoned.Store(true)
+	}
+	s.fault(&ioError{op: opIndex, err: err})
+}
+
+// shutIndex closes an index instance, flushing it first if asked, unless
+// it is poisoned: then it is left alone (see poisonedError).
+func (s *SSD) shutIndex(db *pebble.DB, flush bool) error {
+	if db == nil || s.idxPoisoned.Load() {
+		return nil
+	}
+	if !flush || s.idxFailed.Load() {
+		closeIndex(db) // what it lost, the next open's rescan finds
+		return nil
+	}
+	if err := flushIndex(db); err != nil {
+		if pe := (*poisonedError)(nil); !errors.As(err, &pe) {
+			closeIndex(db)
+		}
+		return err
+	}
+	return closeIndex(db)
 }
 
 // reserve finds room for a record of recLen bytes, evicting segments as
@@ -392,12 +454,12 @@ func (s *SSD) newSegmentLocked() (*segment, error) {
 	id := s.mu.nextID
 	s.mu.nextID++
 	s.mu.Unlock()
-	seg, err := createSegment(s.segDir, id)
+	seg, err := createSegment(s.opts.Files, s.segDir, id)
 	s.mu.Lock()
 	s.mu.creating = false
 	s.signalLocked()
 	if err != nil {
-		return nil, err
+		return nil, &ioError{op: opCreate, err: err}
 	}
 	s.adviseRandom(seg.f)
 	seg.access.Store(s.tick.Add(1))
@@ -483,7 +545,9 @@ func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
 	raws := make([][]byte, len(pinned))
 	for i, p := range pinned {
 		rec, raw, err := s.readFullRecord(v, p.e, p.key)
-		if err != nil {
+		if ioe := (*ioError)(nil); errors.As(err, &ioe) {
+			s.fault(ioe)
+		} else if err != nil {
 			s.opts.Logger.Error("ssd: pinned block unreadable while its segment is evicted; dropping it", "key", p.key, "err", err)
 		}
 		recs[i], raws[i] = rec, raw
@@ -586,19 +650,19 @@ func (s *SSD) emptyTrash() {
 		dbClosed := s.mu.dbClosed
 		s.mu.Unlock()
 		if len(keys)+len(segs) > 0 && !dbClosed {
-			b := s.db.NewBatch()
-			for _, k := range keys {
-				b.Delete(blockIndexKey(k), nil)
-			}
 			for _, seg := range segs {
-				if err := os.Remove(seg.path); err != nil && !os.IsNotExist(err) {
+				if err := s.opts.Files.Remove(seg.path); err != nil && !os.IsNotExist(err) {
 					s.opts.Logger.Warn("ssd: removing segment file", "err", err)
 				}
-				b.Delete(markerKey(seg.id), nil)
 			}
-			if err := b.Commit(pebble.NoSync); err != nil {
-				s.opts.Logger.Warn("ssd: removing dropped blocks from the index", "err", err)
-			}
+			s.indexWrite(func(b *pebble.Batch) {
+				for _, k := range keys {
+					b.Delete(blockIndexKey(k), nil)
+				}
+				for _, seg := range segs {
+					b.Delete(markerKey(seg.id), nil)
+				}
+			})
 		}
 		s.mu.Lock()
 		for _, seg := range segs {
@@ -629,7 +693,12 @@ func (s *SSD) readFullRecord(seg *segment, e *entry, key block.Key) (rec, raw []
 // readInto reads and verifies a record into buf (e.recLen bytes).
 func (s *SSD) readInto(buf []byte, seg *segment, e *entry, key block.Key) (rec, raw []byte, err error) {
 	if _, err := seg.f.ReadAt(buf, e.off); err != nil {
-		return nil, nil, fmt.Errorf("%w: reading record at %s:%d: %v", block.ErrCorrupt, segmentName(seg.id), e.off, err)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, nil, fmt.Errorf("%w: record at %s:%d runs past the end of the file", block.ErrCorrupt, segmentName(seg.id), e.off)
+		}
+		// The device failed the read: the record may read fine later,
+		// so it is kept (faults.go).
+		return nil, nil, &ioError{op: opRead, err: fmt.Errorf("reading record at %s:%d: %w", segmentName(seg.id), e.off, err)}
 	}
 	if !s.opts.KeepPageCache {
 		dropPages(seg.f, e.off, e.recLen)
@@ -690,6 +759,12 @@ func (s *SSD) Get(_ context.Context, key block.Key) (*tier.Handle, error) {
 		if s.mu.closed {
 			s.mu.Unlock()
 			return nil, tier.ErrClosed
+		}
+		if ioe := (*ioError)(nil); errors.As(err, &ioe) {
+			s.mu.Unlock()
+			ioe.key, ioe.e = key, e
+			s.fault(ioe)
+			return nil, fmt.Errorf("ssd: block %v: %w", key, err)
 		}
 		if s.mu.blocks[key] == e {
 			s.dropEntryLocked(key, e)
@@ -798,9 +873,7 @@ func (s *SSD) Pin(key block.Key, until time.Time) error {
 	loc, inSeg := e.location(), e.seg != nil && !s.mu.closed
 	s.mu.Unlock()
 	if inSeg {
-		if err := s.db.Set(blockIndexKey(key), loc.encode(), pebble.NoSync); err != nil {
-			s.opts.Logger.Warn("ssd: persisting a pin", "err", err)
-		}
+		s.indexWrite(func(b *pebble.Batch) { b.Set(blockIndexKey(key), loc.encode(), nil) })
 	}
 	return nil
 }
@@ -859,6 +932,13 @@ func (s *SSD) Close() error {
 	}
 	s.mu.closed = true
 	s.signalLocked()
+	s.mu.Unlock()
+	s.health.mu.Lock()
+	s.health.stopped = true
+	s.health.mu.Unlock()
+	close(s.probeStop)
+	s.probes.Wait()
+	s.mu.Lock()
 	for s.mu.writers > 0 {
 		ch := s.mu.space
 		s.mu.Unlock()
@@ -867,6 +947,10 @@ func (s *SSD) Close() error {
 	}
 	segs := make([]*segment, 0, len(s.mu.segs))
 	for _, seg := range s.mu.segs {
+		if seg.failed {
+			seg.f.Close() // never flushed again (faults.go)
+			continue
+		}
 		segs = append(segs, seg)
 	}
 	s.mu.Unlock()
@@ -887,7 +971,11 @@ func (s *SSD) Close() error {
 		}
 		seg.f.Close()
 	}
-	errs = append(errs, s.db.Flush(), s.db.Close())
+	s.idx.Lock()
+	db := s.idx.db
+	s.idx.db = nil
+	s.idx.Unlock()
+	errs = append(errs, s.shutIndex(db, true))
 	s.codec.close()
 	return errors.Join(errs...)
 }

@@ -1,0 +1,219 @@
+"""Measures the zero-copy calls against a raw Python socket.
+
+    python3 -m yuebing.bench --url http://127.0.0.1:8080 [--json] [--quick]
+
+For each value size (64 KiB, 1 MiB, 4 MiB by default) it times
+MooncakeDistributedStore.get_into and put_from over shared memory and over
+the socket, and, as the baseline of the same run (taking turns with them,
+best round of each), a raw Python client that
+moves the same bytes to and from a loopback server process with
+``socket.recv_into`` / ``sendall`` (one request header, then the bytes; no
+HTTP, no store). Rows carry gbps, baseline, baseline_gbps and ratio; shm rows
+also ``vs_socket_path``, their figure over the socket path's. A table, or
+with --json one JSON object {"results": [...]} on stdout; progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import multiprocessing
+import socket
+import struct
+import sys
+import time
+
+from .mooncake import MooncakeDistributedStore
+
+_REQ = struct.Struct("<cQ")  # op (G or P), length
+
+
+def _raw_server(ln: socket.socket, biggest: int) -> None:
+    """The baseline's server: answers G n with n bytes, and reads the n
+    bytes of P n, then acknowledges with one byte."""
+    data = bytearray(biggest)
+    mv = memoryview(data)
+    while True:
+        conn, _ = ln.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with conn:
+            hdr = bytearray(_REQ.size)
+            while True:
+                got = 0
+                while got < len(hdr):
+                    k = conn.recv_into(memoryview(hdr)[got:])
+                    if not k:
+                        break
+                    got += k
+                if got < len(hdr):
+                    break
+                op, n = _REQ.unpack(hdr)
+                if op == b"G":
+                    conn.sendall(mv[:n])
+                else:
+                    got = 0
+                    while got < n:
+                        got += conn.recv_into(mv[got:n], n - got)
+                    conn.sendall(b"k")
+
+
+class _RawClient:
+    def __init__(self, addr):
+        self.s = socket.create_connection(addr)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.ack = bytearray(1)
+
+    def get(self, mv: memoryview) -> None:
+        self.s.sendall(_REQ.pack(b"G", len(mv)))
+        got, n = 0, len(mv)
+        while got < n:
+            got += self.s.recv_into(mv[got:], n - got)
+
+    def put(self, mv: memoryview) -> None:
+        self.s.sendall(_REQ.pack(b"P", len(mv)))
+        self.s.sendall(mv)
+        self.s.recv_into(self.ack, 1)
+
+
+def _fmt_size(n: int) -> str:
+    return f"{n >> 20}MiB" if n >= 1 << 20 else f"{n >> 10}KiB"
+
+
+def _race(contenders: dict, iters: int, rounds: int) -> dict:
+    """Seconds per call of each contender: rounds of iters calls each,
+    the contenders taking turns within a round so that all of them meet
+    the same load on a shared machine; the best round of each counts."""
+    best = {name: float("inf") for name in contenders}
+    for fn in contenders.values():
+        fn()  # warm-up: connections, first-touch of buffers
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            t = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - t) / iters)
+    return best
+
+
+def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.stderr) -> list[dict]:
+    biggest = max(sizes)
+    ln = socket.create_server(("127.0.0.1", 0))
+    srv = multiprocessing.get_context("fork").Process(target=_raw_server, args=(ln, biggest), daemon=True)
+    srv.start()
+    raw = _RawClient(ln.getsockname())
+    stores = {}
+    for path, shm in (("shm", True), ("socket", False)):
+        s = MooncakeDistributedStore()
+        rc = s.setup({"local_hostname": "bench", "master_server_address": url, "namespace": "bench/python",
+                      "local_buffer_size": max(64 << 20, 2 * biggest), "shm": shm})
+        if rc != 0:
+            if shm:
+                print(f"bench: no shared memory with {url} (setup {rc}); socket path only", file=progress)
+                continue
+            raise SystemExit(f"bench: cannot reach {url}: setup returned {rc}")
+        stores[path] = s
+    src = (ctypes.c_ubyte * biggest)()
+    dst = (ctypes.c_ubyte * biggest)()
+    ps, pd = ctypes.addressof(src), ctypes.addressof(dst)
+    ctypes.memmove(ps, bytes(range(256)) * (biggest // 256), biggest)
+    for s in stores.values():
+        s.register_buffer(ps, biggest)
+        s.register_buffer(pd, biggest)
+    rows = []
+    try:
+        for size in sizes:
+            iters = max(4, min(500, budget // size))
+            msrc = memoryview(src).cast("B")[:size]
+            mdst = memoryview(dst).cast("B")[:size]
+            print(f"bench: {_fmt_size(size)}: {rounds} rounds of {iters} calls per contender", file=progress)
+            gets = {"raw": lambda: raw.get(mdst)}
+            puts = {"raw": lambda: raw.put(msrc)}
+            seq = iter(range(1 << 62))
+            for path, s in stores.items():
+                key = f"get-{size}"
+                if s.put_from(key, ps, size) != 0:
+                    raise SystemExit("bench: put_from failed")
+
+                def get(s=s, key=key):
+                    n = s.get_into(key, pd, size)
+                    if n != size:
+                        raise SystemExit(f"bench: get_into returned {n}")
+
+                def put(s=s, path=path):
+                    # A new key each time: a put of a stored key is not rewritten.
+                    rc = s.put_from(f"put-{path}-{size}-{next(seq)}", ps, size)
+                    if rc != 0:
+                        raise SystemExit(f"bench: put_from returned {rc}")
+
+                gets[path], puts[path] = get, put
+            results = {"get_into": _race(gets, iters, rounds)}
+            if ctypes.string_at(pd, size) != ctypes.string_at(ps, size):
+                raise SystemExit("bench: get_into read back other bytes")
+            results["put_from"] = _race(puts, iters, rounds)
+            for s in stores.values():
+                s.remove_all()  # keeps the node's memory for the next size
+            for op, t in results.items():
+                for path in stores:
+                    gbps = size / t[path] / 1e9
+                    row = {"name": f"{op}/{_fmt_size(size)}/{path}", "op": op, "size": size, "path": path,
+                           "calls": iters * rounds, "us_per_call": round(t[path] * 1e6, 1), "gbps": round(gbps, 3),
+                           "baseline": "raw socket " + ("recv_into" if op == "get_into" else "sendall"),
+                           "baseline_gbps": round(size / t["raw"] / 1e9, 3), "ratio": round(t["raw"] / t[path], 3)}
+                    if path == "shm" and "socket" in stores:
+                        row["vs_socket_path"] = round(t["socket"] / t[path], 3)
+                    rows.append(row)
+    finally:
+        for s in stores.values():
+            s.close()
+        raw.s.close()
+        srv.kill()
+        srv.join()
+        ln.close()
+    return rows
+
+
+def _table(rows: list[dict]) -> str:
+    head = f"{'name':<24} {'us/call':>9} {'GB/s':>7} {'raw GB/s':>9} {'ratio':>6} {'vs socket':>9}"
+    lines = [head]
+    for r in rows:
+        vs = f"{r['vs_socket_path']:.2f}x" if "vs_socket_path" in r else ""
+        lines.append(f"{r['name']:<24} {r['us_per_call']:>9.1f} {r['gbps']:>7.2f} {r['baseline_gbps']:>9.2f} "
+                     f"{r['ratio']:>5.2f}x {vs:>9}")
+    return "\n".join(lines)
+
+
+def _size(s: str) -> int:
+    from .mooncake import parse_size
+    n = parse_size(s)
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"size {s!r}")
+    return n
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m yuebing.bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--url", default="http://127.0.0.1:8080", help="the yuebing node's HTTP address")
+    p.add_argument("--sizes", default="64KiB,1MiB,4MiB", help="value sizes, comma-separated")
+    p.add_argument("--bytes", default="64MiB", type=_size, help="bytes one contender moves per round (calls = bytes/size, 4 to 500)")
+    p.add_argument("--rounds", default=5, type=int, help="rounds; each contender's best counts")
+    p.add_argument("--quick", action="store_true", help="a sixteenth of --bytes, 2 rounds")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    a = p.parse_args(argv)
+    try:
+        sizes = [_size(x) for x in a.sizes.split(",")]
+    except (ValueError, argparse.ArgumentTypeError):
+        p.error(f"--sizes: {a.sizes!r} is not a list of sizes like 64KiB,1MiB")
+    if a.rounds < 1:
+        p.error("--rounds must be at least 1")
+    budget, rounds = (a.bytes // 16, 2) if a.quick else (a.bytes, a.rounds)
+    rows = run(a.url, sizes, budget, rounds)
+    if a.json:
+        print(json.dumps({"results": rows}))
+    else:
+        print(_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

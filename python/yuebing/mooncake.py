@@ -1,0 +1,639 @@
+"""Mooncake Store's Python API on yuebing.
+
+``MooncakeDistributedStore`` has the method names, argument order, return
+conventions and error codes of ``mooncake.store.MooncakeDistributedStore``
+(Mooncake's docs/source/python-api-reference/mooncake-store.md): calls
+return 0 on success and Mooncake's negative ``ErrorCode`` values on failure,
+``get`` returns ``b""`` on a miss, batch calls return one result per key.
+Switching an engine over is a changed import::
+
+    from yuebing.mooncake import MooncakeDistributedStore, ReplicateConfig
+
+``setup``'s master address is the yuebing node's HTTP address. Objects are
+stored as yuebing objects in one namespace (``"mooncake/default"``, or the
+``namespace`` key of the config dict, or ``YUEBING_NAMESPACE``); the bearer
+token comes from the config's ``token`` or ``YUEBING_TOKEN``. What has no
+meaning here (RDMA devices, metadata server, segment sizes) is accepted and
+ignored; docs/python.md lists every difference.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import json
+import math
+import os
+import re
+import threading
+
+from .client import Client
+from .errors import (BadRequest, ChecksumMismatch, Conflict, ConnectionFailed, Forbidden, NoSpace, NotFound,
+                     Overloaded, TooLarge, Unauthenticated, Unavailable, YuebingError)
+from .keys import opaque_key
+
+
+class ErrorCode(enum.IntEnum):
+    """Mooncake Store's error codes (mooncake-store/include/types.h)."""
+
+    OK = 0
+    INTERNAL_ERROR = -1
+    NOT_IMPLEMENTED = -2
+    BUFFER_OVERFLOW = -10
+    SEGMENT_NOT_FOUND = -101
+    NO_AVAILABLE_HANDLE = -200
+    INVALID_KEY = -400
+    WRITE_FAIL = -500
+    INVALID_PARAMS = -600
+    ILLEGAL_CLIENT = -601
+    INVALID_WRITE = -700
+    INVALID_READ = -701
+    REPLICA_IS_NOT_READY = -703
+    OBJECT_NOT_FOUND = -704
+    OBJECT_ALREADY_EXISTS = -705
+    OBJECT_HAS_LEASE = -706
+    LEASE_EXPIRED = -707
+    TRANSFER_FAIL = -800
+    RPC_FAIL = -900
+    RPC_TIMEOUT = -901
+    UNAVAILABLE_IN_CURRENT_STATUS = -1010
+
+
+class SoftPinAction(enum.IntEnum):
+    """What a put or upsert does to the object's soft pin."""
+
+    PRESERVE = 0  # leave it as it is (a new object: pinned iff with_soft_pin)
+    ENABLE = 1  # pin for soft_pin_ttl_ms
+    DISABLE = 2  # release this store's pin
+
+
+# Mooncake's default soft-pin TTL (master's default_kv_soft_pin_ttl).
+DEFAULT_SOFT_PIN_TTL_MS = 30 * 60 * 1000
+# A hard pin is a pin for the longest TTL a node allows by default
+# (contexts.max_ttl): yuebing has no pin without a deadline.
+HARD_PIN_TTL_S = 24 * 3600
+
+
+class ReplicateConfig:
+    """Mooncake's ReplicateConfig. ``replica_num`` above 1 asks a yuebing
+    cluster for that many copies (a node alone refuses it with
+    INVALID_PARAMS); a soft pin is a yuebing context-cache pin of the
+    object for ``soft_pin_ttl_ms``; ``preferred_segment(s)`` and
+    ``prefer_alloc_in_same_node`` are accepted and ignored (the cluster
+    places copies itself)."""
+
+    def __init__(self):
+        self.replica_num = 1
+        self.with_soft_pin = False
+        self.with_hard_pin = False
+        self.soft_pin_action = SoftPinAction.PRESERVE
+        self.soft_pin_ttl_ms: int | None = None
+        self.preferred_segment = ""
+        self.preferred_segments: list[str] = []
+        self.prefer_alloc_in_same_node = False
+
+    def __str__(self):
+        return (f"ReplicateConfig(replica_num={self.replica_num}, with_soft_pin={self.with_soft_pin}, "
+                f"with_hard_pin={self.with_hard_pin}, soft_pin_action={SoftPinAction(self.soft_pin_action).name}, "
+                f"soft_pin_ttl_ms={self.soft_pin_ttl_ms}, preferred_segment={self.preferred_segment!r})")
+
+    __repr__ = __str__
+
+
+class BufferHandle(bytearray):
+    """An object's bytes with Mooncake's BufferHandle methods: ``size()``,
+    ``ptr()`` (the address, valid while the handle lives) and the buffer
+    protocol (it is a bytearray)."""
+
+    def size(self) -> int:
+        return len(self)
+
+    def ptr(self) -> int:
+        if not len(self):
+            return 0
+        return ctypes.addressof((ctypes.c_char * len(self)).from_buffer(self))
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(v) -> int:
+    """A size as Mooncake's configs give it: an int, or "16MB", "16 MB",
+    "512MiB", "1GB" (binary multiples, as Mooncake reads them)."""
+    if isinstance(v, bool):
+        raise ValueError(f"size {v!r}")
+    if isinstance(v, int):
+        if v < 0:
+            raise ValueError(f"size {v}")
+        return v
+    m = _SIZE.match(str(v))
+    if not m:
+        raise ValueError(f"size {v!r}: want bytes or a number with KB, MB, GB or TB")
+    unit = (m.group(2) or "").lower()
+    return int(float(m.group(1)) * _UNITS[unit[:1] if unit else ""])
+
+
+def _code(e: Exception) -> int:
+    """Mooncake's code for an error of the native client."""
+    if isinstance(e, NotFound):
+        return ErrorCode.OBJECT_NOT_FOUND
+    if isinstance(e, Conflict):
+        return ErrorCode.OBJECT_ALREADY_EXISTS
+    if isinstance(e, (NoSpace, Overloaded)):
+        return ErrorCode.NO_AVAILABLE_HANDLE
+    if isinstance(e, (Unauthenticated, Forbidden)):
+        return ErrorCode.ILLEGAL_CLIENT
+    if isinstance(e, ChecksumMismatch):
+        return ErrorCode.TRANSFER_FAIL
+    if isinstance(e, (BadRequest, TooLarge, ValueError, TypeError)):
+        return ErrorCode.INVALID_PARAMS
+    if isinstance(e, Unavailable):
+        return ErrorCode.RPC_TIMEOUT if e.code == "timeout" else ErrorCode.RPC_FAIL
+    if isinstance(e, (ConnectionFailed, OSError)):
+        return ErrorCode.RPC_FAIL
+    return ErrorCode.INTERNAL_ERROR
+
+
+def _key_ok(key) -> bool:
+    return isinstance(key, str) and 0 < len(key.encode()) <= 256
+
+
+class MooncakeDistributedStore:
+    """Mooncake Store's client API on a yuebing node. Safe for concurrent
+    use from several threads once ``setup`` has returned."""
+
+    def __init__(self):
+        self._c: Client | None = None
+        self._hostname = ""
+        self._buffers: dict[int, int] = {}  # registered address -> size
+        self._pins: dict[str, str] = {}  # key -> context id of its soft pin
+        self._lock = threading.Lock()
+
+    # -- setup ------------------------------------------------------------
+
+    def setup(self, local_hostname, metadata_server=None, global_segment_size=16 << 20,
+              local_buffer_size=16 << 20, protocol="tcp", rdma_devices="",
+              master_server_addr="127.0.0.1:50051", engine=None) -> int:
+        """Connects to the yuebing node at master_server_addr (its HTTP
+        address, "host:port" or "http://host:port"). Mooncake's seven
+        positional arguments, or one dict with the keys of Mooncake's JSON
+        config (local_hostname, metadata_server, global_segment_size,
+        local_buffer_size, protocol, device_name, master_server_address)
+        plus yuebing's namespace, token and shm. Returns 0, or a negative
+        code: INVALID_PARAMS for a bad argument, RPC_FAIL when the node
+        does not answer."""
+        cfg: dict = {}
+        if isinstance(local_hostname, dict):
+            cfg = dict(local_hostname)
+            local_hostname = cfg.get("local_hostname", "localhost")
+            master_server_addr = cfg.get("master_server_address", cfg.get("master_server_addr", master_server_addr))
+            global_segment_size = cfg.get("global_segment_size", global_segment_size)
+            local_buffer_size = cfg.get("local_buffer_size", local_buffer_size)
+            protocol = cfg.get("protocol", protocol)
+        try:
+            parse_size(global_segment_size)
+            buf = parse_size(local_buffer_size)
+        except ValueError:
+            return ErrorCode.INVALID_PARAMS
+        if not isinstance(local_hostname, str) or not isinstance(master_server_addr, str) or not master_server_addr:
+            return ErrorCode.INVALID_PARAMS
+        if str(protocol).lower() not in ("tcp", "rdma", "nvlink", "ascend", "cxl", "shm"):
+            return ErrorCode.INVALID_PARAMS
+        ns = cfg.get("namespace") or os.environ.get("YUEBING_NAMESPACE") or "mooncake/default"
+        token = cfg.get("token") or os.environ.get("YUEBING_TOKEN") or None
+        # The local buffer is Mooncake's staging area for the copying
+        # calls; here it sizes the shared-memory segment.
+        shm_size = min(max(buf, 16 << 20), 256 << 20)
+        try:
+            c = Client(master_server_addr, token=token, namespace=ns, shm=cfg.get("shm", "auto"), shm_size=shm_size)
+            if not c.healthy():
+                c.close()
+                return ErrorCode.RPC_FAIL
+        except YuebingError as e:
+            return _code(e)
+        except ValueError:
+            return ErrorCode.INVALID_PARAMS
+        old, self._c = self._c, c
+        if old is not None:
+            old.close()
+        self._hostname = local_hostname
+        return 0
+
+    def close(self) -> int:
+        if self._c is not None:
+            self._c.close()
+            self._c = None
+        return 0
+
+    def get_hostname(self) -> str:
+        return self._hostname
+
+    def _client(self) -> Client:
+        if self._c is None:
+            raise ConnectionFailed(0, "not_setup", "call setup first")
+        return self._c
+
+    # -- pins ---------------------------------------------------------------
+
+    @staticmethod
+    def _pin_error(config: ReplicateConfig | None) -> int:
+        """Mooncake's checks of a soft-pin request, made before anything is
+        written: a TTL needs ENABLE (or with_soft_pin), and fits the
+        longest pin a node grants by default."""
+        if config is None:
+            return 0
+        try:
+            action = SoftPinAction(config.soft_pin_action)
+        except ValueError:
+            return ErrorCode.INVALID_PARAMS
+        enabling = action == SoftPinAction.ENABLE or (action == SoftPinAction.PRESERVE and (config.with_soft_pin or config.with_hard_pin))
+        ttl = config.soft_pin_ttl_ms
+        if ttl is not None and (not enabling or not isinstance(ttl, int) or ttl < 0 or ttl > HARD_PIN_TTL_S * 1000):
+            return ErrorCode.INVALID_PARAMS
+        return 0
+
+    def _pin(self, keys: list[str], config: ReplicateConfig | None) -> int:
+        """Applies config's soft-pin request to keys just written."""
+        if config is None:
+            return 0
+        action = SoftPinAction(config.soft_pin_action)
+        if action == SoftPinAction.PRESERVE and (config.with_soft_pin or config.with_hard_pin):
+            action = SoftPinAction.ENABLE
+        c = self._client()
+        if action == SoftPinAction.DISABLE:
+            for k in keys:
+                with self._lock:
+                    ctx = self._pins.pop(k, None)
+                if ctx:
+                    try:
+                        c.delete_context(ctx)
+                    except NotFound:
+                        pass
+            return 0
+        if action != SoftPinAction.ENABLE:
+            return 0
+        if config.with_hard_pin:
+            ttl = HARD_PIN_TTL_S
+        else:
+            ms = DEFAULT_SOFT_PIN_TTL_MS if config.soft_pin_ttl_ms is None else int(config.soft_pin_ttl_ms)
+            if ms == 0:
+                return 0  # Mooncake: a zero TTL registers no pin
+            ttl = max(1, math.ceil(ms / 1000))
+        ctx = c.create_context(ttl, names=keys)["id"]
+        old = []
+        with self._lock:
+            for k in keys:
+                if k in self._pins:
+                    old.append(self._pins[k])
+                self._pins[k] = ctx
+        for o in set(old):
+            try:
+                c.delete_context(o)
+            except (NotFound, YuebingError):
+                pass
+        return 0
+
+    @staticmethod
+    def _replicas(config: ReplicateConfig | None) -> int | None:
+        if config is None or config.replica_num in (None, 0, 1):
+            return None
+        if not isinstance(config.replica_num, int) or config.replica_num < 0:
+            raise BadRequest(0, "bad_request", f"replica_num {config.replica_num!r}")
+        return config.replica_num
+
+    # -- put ------------------------------------------------------------------
+
+    def put(self, key: str, value, config: ReplicateConfig | None = None) -> int:
+        """Stores value (bytes-like) under key. An existing key is kept as
+        it is and the put succeeds (objects are immutable; see upsert)."""
+        if not _key_ok(key) or self._pin_error(config):
+            return ErrorCode.INVALID_PARAMS
+        try:
+            if len(memoryview(value)) == 0:
+                return ErrorCode.INVALID_PARAMS
+            self._client().put(key, value, replicas=self._replicas(config))
+            return self._pin([key], config)
+        except (YuebingError, ValueError, TypeError) as e:
+            return _code(e)
+
+    def put_parts(self, key: str, *parts, config: ReplicateConfig | None = None) -> int:
+        try:
+            return self.put(key, b"".join(memoryview(p).cast("B") for p in parts), config)
+        except (ValueError, TypeError):
+            return ErrorCode.INVALID_PARAMS
+
+    def upsert(self, key: str, value, config: ReplicateConfig | None = None) -> int:
+        """Stores value under key, replacing what is there. Not atomic: a
+        reader in between may miss the key (never sees a mix)."""
+        if not _key_ok(key) or self._pin_error(config):
+            return ErrorCode.INVALID_PARAMS
+        try:
+            c = self._client()
+            c.delete(key)
+            c.put(key, value, replicas=self._replicas(config))
+            return self._pin([key], config)
+        except (YuebingError, ValueError, TypeError) as e:
+            return _code(e)
+
+    def put_batch(self, keys, values, config: ReplicateConfig | None = None) -> int:
+        """Stores each value; 0 when all succeeded, else the first key's
+        error code (the others are still stored)."""
+        keys, values = list(keys), list(values)
+        if len(keys) != len(values) or not all(_key_ok(k) for k in keys) or self._pin_error(config):
+            return ErrorCode.INVALID_PARAMS
+        if not keys:
+            return 0
+        try:
+            items = self._client().put_many(keys, values, replicas=self._replicas(config))
+        except (YuebingError, ValueError, TypeError) as e:
+            return _code(e)
+        for it in items:
+            if it.error is not None:
+                return _code(it.error)
+        try:
+            return self._pin(keys, config)
+        except YuebingError as e:
+            return _code(e)
+
+    # -- get ------------------------------------------------------------------
+
+    def get(self, key: str) -> bytes:
+        """The value, or b"" when the key is missing or the read fails."""
+        if not _key_ok(key):
+            return b""
+        try:
+            return self._client().get(key)
+        except YuebingError:
+            return b""
+
+    def get_batch(self, keys) -> list[bytes]:
+        keys = list(keys)
+        if not keys:
+            return []
+        if not all(_key_ok(k) for k in keys):
+            return [b""] * len(keys)
+        try:
+            return [v if v is not None else b"" for v in self._client().get_many(keys)]
+        except YuebingError:
+            return [b""] * len(keys)
+
+    def get_buffer(self, key: str) -> BufferHandle | None:
+        r = self.batch_get_buffer([key])
+        return r[0] if r else None
+
+    def batch_get_buffer(self, keys) -> list[BufferHandle | None]:
+        """One BufferHandle per key, None for a missing one."""
+        keys = list(keys)
+        if not keys:
+            return []
+        if not all(_key_ok(k) for k in keys):
+            return [None] * len(keys)
+        try:
+            vals = self._client().get_many(keys)
+        except YuebingError:
+            return [None] * len(keys)
+        return [BufferHandle(v) if v is not None else None for v in vals]
+
+    def get_size(self, key: str) -> int:
+        """The object's size, or a negative code (OBJECT_NOT_FOUND)."""
+        if not _key_ok(key):
+            return ErrorCode.INVALID_PARAMS
+        try:
+            return self._client().size(key)
+        except YuebingError as e:
+            return _code(e)
+
+    def is_exist(self, key: str) -> int:
+        """1 if the key exists, 0 if not, -1 on an error."""
+        if not _key_ok(key):
+            return -1
+        try:
+            return 1 if self._client().exists(key) else 0
+        except YuebingError:
+            return -1
+
+    def batch_is_exist(self, keys) -> list[int]:
+        keys = list(keys)
+        if not keys:
+            return []
+        out = [-1] * len(keys)
+        good = [i for i, k in enumerate(keys) if _key_ok(k)]
+        if good:
+            try:
+                ex = self._client().exists_many([keys[i] for i in good])
+                for i, e in zip(good, ex):
+                    out[i] = 1 if e else 0
+            except YuebingError:
+                pass
+        return out
+
+    # -- remove ---------------------------------------------------------------
+
+    def remove(self, key: str, force: bool = False) -> int:
+        """0, or OBJECT_NOT_FOUND when the key is not stored."""
+        if not _key_ok(key):
+            return ErrorCode.INVALID_PARAMS
+        try:
+            if not self._client().delete(key):
+                return ErrorCode.OBJECT_NOT_FOUND
+            self._unpin(key)
+            return 0
+        except YuebingError as e:
+            return _code(e)
+
+    def batch_remove(self, keys, force: bool = False) -> list[int]:
+        return [self.remove(k, force) for k in keys]
+
+    def remove_all(self) -> int:
+        """Removes every object of this store's namespace; returns how many,
+        or -1 on an error."""
+        try:
+            n = self._client().clear()
+        except YuebingError:
+            return -1
+        with self._lock:
+            pins, self._pins = set(self._pins.values()), {}
+        for ctx in pins:
+            try:
+                self._client().delete_context(ctx)
+            except YuebingError:
+                pass
+        return n
+
+    def _unpin(self, key: str) -> None:
+        with self._lock:
+            ctx = self._pins.pop(key, None)
+            shared = ctx is not None and ctx in self._pins.values()
+        if ctx and not shared:
+            try:
+                self._client().delete_context(ctx)
+            except YuebingError:
+                pass
+
+    # -- registered buffers -------------------------------------------------
+
+    def register_buffer(self, buffer_ptr: int, size: int) -> int:
+        """Registers memory for the zero-copy calls; 0, or INVALID_PARAMS."""
+        if not isinstance(buffer_ptr, int) or not isinstance(size, int) or buffer_ptr <= 0 or size <= 0:
+            return ErrorCode.INVALID_PARAMS
+        with self._lock:
+            self._buffers[buffer_ptr] = max(size, self._buffers.get(buffer_ptr, 0))
+        return 0
+
+    def unregister_buffer(self, buffer_ptr: int) -> int:
+        with self._lock:
+            if self._buffers.pop(buffer_ptr, None) is None:
+                return ErrorCode.INVALID_PARAMS
+        return 0
+
+    def _view(self, ptr, size) -> memoryview:
+        """A writable view of [ptr, ptr+size), which must lie inside a
+        registered buffer: an unregistered address is refused rather than
+        read or written."""
+        if not isinstance(ptr, int) or not isinstance(size, int) or size <= 0:
+            raise BadRequest(0, "bad_request", f"buffer {ptr!r} of {size!r} bytes")
+        with self._lock:
+            ok = any(base <= ptr and ptr + size <= base + n for base, n in self._buffers.items())
+        if not ok:
+            raise BadRequest(0, "bad_request", f"[{ptr:#x}, +{size}) is not inside a registered buffer")
+        return memoryview((ctypes.c_char * size).from_address(ptr)).cast("B")
+
+    # -- zero copy ------------------------------------------------------------
+
+    def put_from(self, key: str, buffer_ptr: int, size: int, config: ReplicateConfig | None = None) -> int:
+        """Stores size bytes at buffer_ptr (inside a registered buffer)."""
+        if not _key_ok(key) or self._pin_error(config):
+            return ErrorCode.INVALID_PARAMS
+        try:
+            self._client().put(key, self._view(buffer_ptr, size), replicas=self._replicas(config))
+            return self._pin([key], config)
+        except (YuebingError, ValueError, TypeError) as e:
+            return _code(e)
+
+    def upsert_from(self, key: str, buffer_ptr: int, size: int, config: ReplicateConfig | None = None) -> int:
+        try:
+            mv = self._view(buffer_ptr, size)
+        except YuebingError as e:
+            return _code(e)
+        return self.upsert(key, mv, config)
+
+    def get_into(self, key: str, buffer_ptr: int, size: int) -> int:
+        """Reads the object into the buffer; the bytes read, or a negative
+        code (OBJECT_NOT_FOUND; INVALID_PARAMS when it does not fit)."""
+        if not _key_ok(key):
+            return ErrorCode.INVALID_PARAMS
+        try:
+            return self._client().get_into(key, self._view(buffer_ptr, size))
+        except (YuebingError, ValueError, TypeError) as e:
+            return _code(e)
+
+    def batch_put_from(self, keys, buffer_ptrs, sizes, config: ReplicateConfig | None = None) -> list[int]:
+        """One code per key; mismatched lengths fail every key."""
+        keys, ptrs, sizes = list(keys), list(buffer_ptrs), list(sizes)
+        if not (len(keys) == len(ptrs) == len(sizes)) or self._pin_error(config):
+            return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        out = [0] * len(keys)
+        pending, views = [], []
+        for i, (k, p, n) in enumerate(zip(keys, ptrs, sizes)):
+            try:
+                if not _key_ok(k):
+                    raise BadRequest(0, "bad_request", f"key {k!r}")
+                views.append(self._view(p, n))
+                pending.append(i)
+            except YuebingError as e:
+                out[i] = _code(e)
+        if pending:
+            try:
+                items = self._client().put_many([keys[i] for i in pending], views, replicas=self._replicas(config))
+                for i, it in zip(pending, items):
+                    out[i] = _code(it.error) if it.error is not None else 0
+                pinned = [keys[i] for i in pending if out[i] == 0]
+                if pinned:
+                    rc = self._pin(pinned, config)
+                    if rc:
+                        for i in pending:
+                            if out[i] == 0:
+                                out[i] = rc
+            except YuebingError as e:
+                for i in pending:
+                    out[i] = _code(e)
+        return [int(x) for x in out]
+
+    def batch_get_into(self, keys, buffer_ptrs, sizes) -> list[int]:
+        """Bytes read per key, or its negative code; mismatched lengths
+        fail every key."""
+        keys, ptrs, sizes = list(keys), list(buffer_ptrs), list(sizes)
+        if not (len(keys) == len(ptrs) == len(sizes)):
+            return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        return self._gets(keys, ptrs, sizes, [None] * len(keys))
+
+    def _gets(self, keys, ptrs, sizes, froms) -> list[int]:
+        out = [0] * len(keys)
+        pending, views = [], []
+        for i, (k, p, n) in enumerate(zip(keys, ptrs, sizes)):
+            try:
+                if not _key_ok(k):
+                    raise BadRequest(0, "bad_request", f"key {k!r}")
+                views.append(self._view(p, n))
+                pending.append(i)
+            except YuebingError as e:
+                out[i] = _code(e)
+        if pending:
+            try:
+                items = self._client().get_many_into([keys[i] for i in pending], views, offsets=[froms[i] for i in pending])
+                for i, it in zip(pending, items):
+                    if it.status == "missing":
+                        out[i] = ErrorCode.OBJECT_NOT_FOUND
+                    elif it.error is not None:
+                        out[i] = _code(it.error)
+                    else:
+                        out[i] = it.size
+            except YuebingError as e:
+                for i in pending:
+                    out[i] = _code(e)
+        return [int(x) for x in out]
+
+    def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes) -> list:
+        """Mooncake's buffer-major ranged read: results[i][j][k] is the
+        bytes read for fragment k of key j into buffer i, or a negative
+        code. Shapes that do not match fail the entries they cover."""
+        bad = int(ErrorCode.INVALID_PARAMS)
+        n = len(buffer_ptrs)
+        if not (len(all_keys) == len(all_dst_offsets) == len(all_src_offsets) == len(all_sizes) == n):
+            return [[[bad] * max(1, len(f)) for f in (ks if isinstance(ks, (list, tuple)) else [])] for ks in all_keys]
+        with self._lock:
+            bufs = dict(self._buffers)
+        results: list = []
+        flat_keys, flat_ptrs, flat_sizes, flat_froms, where = [], [], [], [], []
+        for i in range(n):
+            ks, dsts, srcs, szs = all_keys[i], all_dst_offsets[i], all_src_offsets[i], all_sizes[i]
+            row: list = []
+            results.append(row)
+            if not (len(ks) == len(dsts) == len(srcs) == len(szs)):
+                row.extend([[bad] * max(1, len(d) if isinstance(d, (list, tuple)) else 1) for d in dsts] or [[bad]])
+                continue
+            base = buffer_ptrs[i]
+            cap = bufs.get(base)
+            for j, k in enumerate(ks):
+                d, s, z = dsts[j], srcs[j], szs[j]
+                if not (len(d) == len(s) == len(z)):
+                    row.append([bad] * max(len(d), len(s), len(z), 1))
+                    continue
+                frag = []
+                for m in range(len(d)):
+                    if cap is None or d[m] < 0 or s[m] < 0 or z[m] <= 0 or d[m] + z[m] > cap:
+                        frag.append(bad)
+                        continue
+                    frag.append(None)
+                    flat_keys.append(k)
+                    flat_ptrs.append(base + d[m])
+                    flat_sizes.append(z[m])
+                    flat_froms.append(s[m])
+                    where.append((i, j, m))
+                row.append(frag)
+        if flat_keys:
+            got = self._gets(flat_keys, flat_ptrs, flat_sizes, flat_froms)
+            for (i, j, m), r in zip(where, got):
+                results[i][j][m] = r
+        return results

@@ -1,0 +1,69 @@
+package console
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func TestHistoryRing(t *testing.T) {
+	live := Sample{Blocks: -1}
+	h := NewHistory(HistoryOptions{Len: 3, Sample: func() Sample { return live }})
+	f := func(want ...int64) {
+		t.Helper()
+		got := h.Samples()
+		if len(got) != len(want)+1 || got[len(got)-1] != live {
+			t.Fatalf("%d samples %v, want %v then the live one", len(got), got, want)
+		}
+		for i, w := range want {
+			if got[i].Blocks != w {
+				t.Fatalf("sample %d: %d blocks, want %d (all %v)", i, got[i].Blocks, w, got)
+			}
+		}
+	}
+	f()
+	for i := range int64(5) {
+		h.Add(Sample{Blocks: i})
+		switch i {
+		case 0:
+			f(0)
+		case 2:
+			f(0, 1, 2)
+		case 3:
+			f(1, 2, 3)
+		case 4:
+			f(2, 3, 4)
+		}
+	}
+}
+
+// Run samples at once and then every interval, and stops with its context.
+func TestHistoryRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n int64
+		h := NewHistory(HistoryOptions{Interval: time.Second, Len: 10, Sample: func() Sample {
+			n++
+			return Sample{Time: time.Now(), Blocks: n}
+		}})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { h.Run(ctx); close(done) }()
+		time.Sleep(3*time.Second + time.Millisecond)
+		synctest.Wait()
+		cancel()
+		<-done
+		got := h.Samples()
+		// Samples at 0, 1, 2 and 3 s, then the live one.
+		if len(got) != 5 || got[3].Time.Sub(got[0].Time) != 3*time.Second {
+			t.Fatalf("%d samples: %v", len(got), got)
+		}
+	})
+}
+
+func TestDefaults(t *testing.T) {
+	h := NewHistory(HistoryOptions{Sample: func() Sample { return Sample{} }})
+	if h.Interval() != 5*time.Second || h.opts.Len != 120 {
+		t.Fatalf("defaults: %v, %d", h.Interval(), h.opts.Len)
+	}
+}

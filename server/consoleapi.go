@@ -1,0 +1,200 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/cluster"
+	"github.com/yuebing/yuebing/server/console"
+)
+
+// The endpoints the operator console reads beyond the API's own: the
+// counters' recent history, every member's figures and the hottest
+// blocks. All are admin-only reads.
+
+// startHistory samples the store's counters in the background until
+// Close.
+func (a *API) startHistory() {
+	a.history = console.NewHistory(console.HistoryOptions{
+		Interval: a.opts.HistoryInterval,
+		Sample:   a.sample,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stopBg = cancel
+	a.bg.Go(func() { a.history.Run(ctx) })
+}
+
+func (a *API) sample() console.Sample {
+	st := a.store.Stats()
+	s := console.Sample{
+		Time: a.opts.Now(), Hits: st.Hits, Misses: st.Misses, Blocks: st.Blocks,
+		Requests: a.metrics.requests.Load(),
+	}
+	for _, t := range st.Tiers {
+		s.Evictions += t.Evictions
+		s.Demotions += t.Demotions
+		s.Promotions += t.Promotions
+	}
+	return s
+}
+
+type historyResponse struct {
+	IntervalSeconds float64          `json:"interval_seconds"`
+	Samples         []console.Sample `json:"samples"`
+}
+
+// getHistory answers GET /v1/stats/history.
+func (a *API) getHistory(c *gin.Context) {
+	if err := requireAdmin(principal(c)); err != nil {
+		a.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, historyResponse{IntervalSeconds: a.history.Interval().Seconds(), Samples: a.history.Samples()})
+}
+
+// memberStats is one member's figures as GET /v1/cluster/nodes gives them.
+type memberStats struct {
+	cluster.Member
+	Leader bool `json:"leader"`
+	Self   bool `json:"self"`
+	// Stats is the member's GET /v1/stats, absent when Error says why it
+	// could not be read.
+	Stats *statsResponse `json:"stats,omitempty"`
+	Error string         `json:"error,omitempty"`
+}
+
+// memberStatsTimeout bounds the wait for one member: a console page
+// polls, and a slow member must not hold the others' figures.
+const memberStatsTimeout = 3 * time.Second
+
+// clusterNodes answers GET /v1/cluster/nodes: every member with its own
+// GET /v1/stats, read from the member with the caller's credentials, so a
+// member applies its own authentication as if the caller had asked it.
+func (a *API) clusterNodes(c *gin.Context) {
+	cn, err := a.clusterNode()
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	members := cn.Members()
+	leader, hasLeader := cn.Leader()
+	self := cn.ID()
+	out := make([]memberStats, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		out[i] = memberStats{Member: m, Leader: hasLeader && m.ID == leader.ID, Self: m.ID == self}
+		if out[i].Self {
+			st := a.stats()
+			out[i].Stats = &st
+			continue
+		}
+		wg.Go(func() {
+			st, err := a.memberStats(c.Request.Context(), m.Addrs.HTTP, c.GetHeader("Authorization"))
+			if err != nil {
+				out[i].Error = err.Error()
+				return
+			}
+			out[i].Stats = st
+		})
+	}
+	wg.Wait()
+	c.JSON(http.StatusOK, gin.H{"nodes": out})
+}
+
+var memberClient = &http.Client{Timeout: memberStatsTimeout}
+
+func (a *API) memberStats(ctx context.Context, addr, authz string) (*statsResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, memberStatsTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/stats", nil)
+	if err != nil {
+		return nil, err
+	}
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	resp, err := memberClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("unreachable: %w", err)
+	}
+	defer resp.Body.Close()
+	// A stats answer is a few KiB; the bound keeps a confused peer from
+	// filling memory.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var eb errorBody
+		if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
+			return nil, fmt.Errorf("%d %s: %s", resp.StatusCode, eb.Error.Code, eb.Error.Message)
+		}
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	var st statsResponse
+	if err := json.Unmarshal(body, &st); err != nil {
+		return nil, fmt.Errorf("bad stats answer: %w", err)
+	}
+	return &st, nil
+}
+
+// hotBlock is a hot block with where its copies are.
+type hotBlock struct {
+	cluster.HotBlock
+	Nodes []cluster.HolderInfo `json:"nodes"`
+}
+
+// defaultHot is how many hot blocks GET /v1/cluster/hot lists unless
+// asked: a screenful.
+const defaultHot = 20
+
+// clusterHot answers GET /v1/cluster/hot?limit=N: the blocks read most in
+// the leader's heat window, with their replica counts and holders.
+func (a *API) clusterHot(c *gin.Context) {
+	cn, err := a.clusterNode()
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	limit := defaultHot
+	if s := c.Query("limit"); s != "" {
+		if limit, err = strconv.Atoi(s); err != nil || limit < 1 || limit > cluster.MaxHot {
+			a.fail(c, fmt.Errorf("%w: limit %q: want 1 to %d", ErrBadRequest, s, cluster.MaxHot))
+			return
+		}
+	}
+	hot, err := cn.Hot(c.Request.Context(), limit)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	out := make([]hotBlock, len(hot))
+	if len(hot) > 0 {
+		keys := make([]block.Key, len(hot))
+		for i, h := range hot {
+			keys[i] = h.Key
+		}
+		hs, err := cn.Holders(c.Request.Context(), keys)
+		if err != nil {
+			a.fail(c, err)
+			return
+		}
+		for i, h := range hot {
+			out[i] = hotBlock{HotBlock: h, Nodes: hs[i]}
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"blocks": out})
+}
+
+// stats answers GET /v1/conductor/stats: decisions, instances and
+// migrations, for the console's conductor page.
+func (s *ConductorAPI) stats(c *gin.Context) { c.JSON(http.StatusOK, s.d.Stats()) }

@@ -1,0 +1,378 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/block/frame"
+	"github.com/yuebing/yuebing/index"
+	"github.com/yuebing/yuebing/server/auth"
+	"github.com/yuebing/yuebing/server/staging"
+	"github.com/yuebing/yuebing/tier"
+)
+
+// The /v1/shm endpoints move block bytes through a client's shared-memory
+// staging segment (package staging) instead of the HTTP body: a client on
+// the same host asks for a session on the node's unix socket, maps the
+// segment it receives, and names byte ranges of it here. A get copies each
+// block from the store into the segment, a put stores each range of the
+// segment as a block: one copy on the server's side, one on the client's,
+// nothing on a socket.
+
+// shmOwner is the identity a staging session is bound to: only requests of
+// the principal that opened a session may use it.
+func shmOwner(p auth.Principal) string { return p.Role + ":" + p.Tenant }
+
+// shmItem is one block and its range of the segment.
+type shmItem struct {
+	// Key or Name (an object of the request's namespace) names the block.
+	Key  *block.Key `json:"key,omitempty"`
+	Name string     `json:"name,omitempty"`
+	// Offset and Length are the range of the segment: a get copies the
+	// block into it (the block must fit), a put stores it.
+	Offset int64 `json:"offset"`
+	Length int64 `json:"length"`
+	// From, on a get, makes it a ranged read: exactly Length bytes of the
+	// block starting at From.
+	From *int64 `json:"from,omitempty"`
+}
+
+type shmRequest struct {
+	Namespace string    `json:"namespace"`
+	Items     []shmItem `json:"items"`
+	// Replicas, on a put, is each block's replica count in a cluster.
+	Replicas int `json:"replicas,omitempty"`
+}
+
+// shmResult is the outcome of one item, in order.
+type shmResult struct {
+	Key block.Key `json:"key"`
+	// Status is ok (get), created or exists (put), missing (get of a block
+	// not stored or not visible) or error.
+	Status string `json:"status"`
+	// Size is the bytes copied (get) or the block's size (put).
+	Size int64 `json:"size"`
+	// Crc32c is the whole block's checksum, on a get.
+	Crc32c string       `json:"crc32c,omitempty"`
+	Tier   string       `json:"tier,omitempty"`
+	Error  *errorDetail `json:"error,omitempty"`
+}
+
+type shmResponse struct {
+	Results []shmResult `json:"results"`
+}
+
+func (a *API) shmInfo(c *gin.Context) {
+	if a.opts.Staging == nil {
+		a.fail(c, fmt.Errorf("%w: shared memory is disabled on this node (shm.listen)", ErrNotFound))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"socket": a.opts.Staging.Addr()})
+}
+
+// shmTargets validates a request for p and resolves its blocks.
+func (a *API) shmTargets(p auth.Principal, req *shmRequest) ([]target, error) {
+	if err := block.ValidateNamespace(req.Namespace); err != nil {
+		return nil, err
+	}
+	if err := p.Authorize(req.Namespace); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(req.Items) == 0:
+		return nil, fmt.Errorf("%w: give at least one item", ErrBadRequest)
+	case len(req.Items) > a.limits.MaxBatchKeys:
+		return nil, fmt.Errorf("%w: %d items in one request, limits.max_batch_keys is %d", ErrTooLarge, len(req.Items), a.limits.MaxBatchKeys)
+	case req.Replicas < 0 || req.Replicas > 255:
+		return nil, fmt.Errorf("%w: replicas %d: want 1 to 255", ErrBadRequest, req.Replicas)
+	case req.Replicas > 1 && a.opts.Cluster == nil:
+		return nil, fmt.Errorf("%w: replicas %d on a node that runs alone", ErrBadRequest, req.Replicas)
+	}
+	ts := make([]target, len(req.Items))
+	for i, it := range req.Items {
+		switch {
+		case it.Key != nil && it.Name != "":
+			return nil, fmt.Errorf("%w: items[%d]: give key or name, not both", ErrBadRequest, i)
+		case it.Key != nil:
+			ts[i] = target{key: *it.Key, ns: req.Namespace}
+		default:
+			if err := validateObjectName(it.Name); err != nil {
+				return nil, fmt.Errorf("items[%d]: %w", i, err)
+			}
+			ts[i] = target{key: block.OpaqueKey(req.Namespace, []byte(it.Name)), ns: req.Namespace, object: true, name: it.Name}
+		}
+	}
+	return ts, nil
+}
+
+// shmPrologue decodes an HTTP request, checks it and acquires the
+// session; on an error it has answered and returns ok false. The caller
+// releases the session.
+func (a *API) shmPrologue(c *gin.Context) (req shmRequest, ts []target, sess *staging.Session, release func(), ok bool) {
+	if a.opts.Staging == nil {
+		a.fail(c, fmt.Errorf("%w: shared memory is disabled on this node (shm.listen)", ErrNotFound))
+		return
+	}
+	p := principal(c)
+	if err := a.decodeJSON(c, &req); err != nil {
+		a.fail(c, err)
+		return
+	}
+	ts, err := a.shmTargets(p, &req)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	sess, release, err = a.opts.Staging.Acquire(c.Param("session"), shmOwner(p))
+	if err != nil {
+		a.fail(c, fmt.Errorf("%w: %w", ErrNotFound, err))
+		return
+	}
+	return req, ts, sess, release, true
+}
+
+func (a *API) shmGet(c *gin.Context) {
+	req, ts, sess, release, ok := a.shmPrologue(c)
+	if !ok {
+		return
+	}
+	defer release()
+	c.JSON(http.StatusOK, a.shmGetItems(c.Request.Context(), principal(c), req, ts, sess.Bytes()))
+}
+
+func (a *API) shmPut(c *gin.Context) {
+	req, ts, sess, release, ok := a.shmPrologue(c)
+	if !ok {
+		return
+	}
+	defer release()
+	c.JSON(http.StatusOK, a.shmPutItems(c.Request.Context(), req, ts, sess.Bytes()))
+}
+
+// shmOp is a request on a staging session's own socket: the same as the
+// HTTP endpoints' body, plus which of them.
+type shmOp struct {
+	Op string `json:"op"` // get or put
+	shmRequest
+}
+
+// ServeShm answers one request line read from a staging session's socket
+// (staging.Options.Handle): the same work as POST /v1/shm/{session}/get or
+// /put, for the principal that opened the session, without an HTTP round
+// trip. It returns the answer line.
+func (a *API) ServeShm(ctx context.Context, sess *staging.Session, line []byte) []byte {
+	ctx, cancel := context.WithTimeout(ctx, a.limits.RequestTimeout)
+	defer cancel()
+	var out any
+	var req shmOp
+	err := decodeJSONBody(bytes.NewReader(line), &req)
+	p, _ := sess.Value.(auth.Principal)
+	var ts []target
+	if err == nil {
+		ts, err = a.shmTargets(p, &req.shmRequest)
+	}
+	switch {
+	case err != nil:
+	case req.Op == "get":
+		out = a.shmGetItems(ctx, p, req.shmRequest, ts, sess.Bytes())
+	case req.Op == "put":
+		out = a.shmPutItems(ctx, req.shmRequest, ts, sess.Bytes())
+	default:
+		err = fmt.Errorf("%w: op %q: want get or put", ErrBadRequest, req.Op)
+	}
+	if err != nil {
+		_, code := apiError(err)
+		out = errorBody{Error: errorDetail{Code: code, Message: err.Error()}}
+	}
+	b, _ := json.Marshal(out)
+	return b
+}
+
+// span checks an item's range against the segment.
+func span(it shmItem, seg []byte) ([]byte, error) {
+	if it.Offset < 0 || it.Length < 0 || it.Offset > int64(len(seg)) || it.Length > int64(len(seg))-it.Offset {
+		return nil, fmt.Errorf("%w: range [%d, +%d) is outside the %d-byte segment", ErrBadRequest, it.Offset, it.Length, len(seg))
+	}
+	return seg[it.Offset : it.Offset+it.Length], nil
+}
+
+func itemError(err error) *errorDetail {
+	_, code := apiError(err)
+	return &errorDetail{Code: code, Message: err.Error()}
+}
+
+// shmGetItems copies blocks into seg, each where its item says; one item
+// failing does not stop the others.
+func (a *API) shmGetItems(ctx context.Context, p auth.Principal, req shmRequest, ts []target, seg []byte) shmResponse {
+	res := shmResponse{Results: make([]shmResult, len(ts))}
+	for i, t := range ts {
+		r := &res.Results[i]
+		r.Key = t.key
+		dst, err := span(req.Items[i], seg)
+		if err != nil {
+			r.Status, r.Error = "error", itemError(err)
+			continue
+		}
+		n, sum, level, err := a.shmCopyOut(ctx, p, t, req.Items[i], dst)
+		switch {
+		case errors.Is(err, errMissing):
+			r.Status = "missing"
+		case err != nil:
+			r.Status, r.Error = "error", itemError(err)
+		default:
+			r.Status, r.Size, r.Crc32c = "ok", n, fmt.Sprintf("%08x", sum)
+			if level == tier.RemoteLevel {
+				r.Tier = "remote"
+			} else {
+				r.Tier = a.tierName(level)
+			}
+		}
+	}
+	return res
+}
+
+// errMissing marks a block that is not stored or not visible.
+var errMissing = errors.New("server: missing")
+
+// shmCopyOut pins the block and copies it (or the item's range of it) into
+// dst; it returns the bytes copied, the whole block's checksum and the
+// tier it was read from.
+func (a *API) shmCopyOut(ctx context.Context, p auth.Principal, t target, it shmItem, dst []byte) (int64, uint32, int, error) {
+	if e, ok := a.store.Lookup(t.key); ok && e.Tiers.Top() > 0 {
+		// A block read from a lower tier is copied into the heap first.
+		release, err := a.reserve(ctx, int64(e.Size))
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		defer release()
+	}
+	h, level, err := a.batchBlock(ctx, p, t)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if h == nil {
+		return 0, 0, 0, errMissing
+	}
+	defer h.Release()
+	lvl := int(level)
+	if level == frame.TierRemote {
+		lvl = tier.RemoteLevel
+	}
+	data := h.Bytes()
+	if it.From != nil {
+		from := *it.From
+		if from < 0 || from > int64(len(data)) || it.Length > int64(len(data))-from {
+			return 0, 0, 0, fmt.Errorf("%w: bytes [%d, +%d) of a %d-byte block", ErrRange, from, it.Length, len(data))
+		}
+		return int64(copy(dst, data[from:from+it.Length])), h.Checksum(), lvl, nil
+	}
+	if len(data) > len(dst) {
+		return 0, 0, 0, fmt.Errorf("%w: the block has %d bytes, the buffer %d", ErrTooLarge, len(data), len(dst))
+	}
+	return int64(copy(dst, data)), h.Checksum(), lvl, nil
+}
+
+// shmPutItems stores ranges of seg as blocks, each as its own put: one
+// that fails stores nothing and the next is still tried.
+func (a *API) shmPutItems(ctx context.Context, req shmRequest, ts []target, seg []byte) shmResponse {
+	res := shmResponse{Results: make([]shmResult, len(ts))}
+	for i, t := range ts {
+		r := &res.Results[i]
+		r.Key = t.key
+		src, err := span(req.Items[i], seg)
+		if err == nil && req.Items[i].Length > int64(a.limits.MaxBlockSize) {
+			err = fmt.Errorf("%w: block of %d bytes, limits.max_block_size is %d", ErrTooLarge, req.Items[i].Length, a.limits.MaxBlockSize)
+		}
+		var meta []byte
+		if err == nil {
+			meta, err = encodeMeta(t.meta())
+		}
+		if err != nil {
+			r.Status, r.Error = "error", itemError(err)
+			continue
+		}
+		opts := tier.PutOptions{Meta: meta, PinnedUntil: a.contexts.pinFor(t.key, t.ns)}
+		// The segment is the client's to change at any time: the store
+		// copies it once, and the checksum is of that copy.
+		put, err := a.storeBlock(ctx, t, int64(len(src)), bytes.NewReader(src), opts)
+		if err != nil {
+			r.Status, r.Error = "error", itemError(err)
+			continue
+		}
+		r.Size, r.Tier = put.Size, put.Tier
+		r.Status = "exists"
+		if put.Created {
+			r.Status = "created"
+		}
+		if req.Replicas > 0 && a.opts.Cluster != nil {
+			a.opts.Cluster.NoteReplicas(t.key, req.Replicas)
+		}
+	}
+	return res
+}
+
+type clearRequest struct {
+	Namespace string `json:"namespace"`
+}
+
+// clearBudget bounds how many blocks one clear call visits, so a request
+// on a huge store still ends within its timeout; "more" tells the client
+// to call again.
+const clearBudget = 1 << 20
+
+// clearNamespace deletes every block recorded under a namespace the
+// caller may use (Mooncake's remove_all, scoped to one namespace).
+func (a *API) clearNamespace(c *gin.Context) {
+	p := principal(c)
+	var req clearRequest
+	if err := a.decodeJSON(c, &req); err != nil {
+		a.fail(c, err)
+		return
+	}
+	if err := block.ValidateNamespace(req.Namespace); err != nil {
+		a.fail(c, err)
+		return
+	}
+	if err := p.Authorize(req.Namespace); err != nil {
+		a.fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	deleted, visited := 0, 0
+	var cursor uint64
+	for {
+		var keys []block.Key
+		cursor = a.store.Scan(cursor, 1024, func(k block.Key, _ index.Entry) bool {
+			keys = append(keys, k)
+			return true
+		})
+		visited += len(keys)
+		for _, k := range keys {
+			info, _, err := a.store.Stat(k)
+			if err != nil {
+				continue
+			}
+			if m, ok := decodeMeta(info.Meta); !ok || m.Namespace != req.Namespace {
+				continue
+			}
+			if a.store.Delete(k) == nil {
+				deleted++
+			}
+		}
+		if cursor == 0 || ctx.Err() != nil || visited >= clearBudget {
+			break
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		a.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"namespace": req.Namespace, "deleted": deleted, "more": cursor != 0})
+}
