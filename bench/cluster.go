@@ -174,7 +174,32 @@ type ClusterResult struct {
 	// Local and Remote are GETs of the same blocks from their holder and
 	// from another node.
 	Local, Remote ClusterGet
+	// LocalPrefix and RemotePrefix are multi-gets of a 64-block prefix
+	// from its holder and from another node.
+	LocalPrefix, RemotePrefix ClusterGet
+	// PutCluster and PutSingle are sequential PUTs on a cluster node (each
+	// registered with the leader before its answer) and on a node without
+	// a cluster, in the same run.
+	PutCluster, PutSingle PutLatency
 }
+
+// PutLatency is a sequential PUT measurement.
+type PutLatency struct {
+	Name     string
+	Puts     int
+	Elapsed  time.Duration
+	P50, P99 time.Duration
+}
+
+// PerSecond is the measured PUT rate.
+func (p PutLatency) PerSecond() float64 { return float64(p.Puts) / p.Elapsed.Seconds() }
+
+// prefixBlocks and prefixBlockBytes shape the prefix measurement: a
+// 64-block prefix of 64 KiB blocks, a 4 MiB multi-get.
+const (
+	prefixBlocks     = 64
+	prefixBlockBytes = 64 << 10
+)
 
 const clusterNS = "bench/trace"
 
@@ -306,8 +331,143 @@ func Cluster(ctx context.Context, o ClusterOptions) (*ClusterResult, error) {
 		return nil, err
 	}
 	defer bc.close()
-	res.Local, res.Remote, err = measureClusterGets(ctx, bc, &o)
+	if res.Local, res.Remote, err = measureClusterGets(ctx, bc, &o); err != nil {
+		return res, err
+	}
+	if res.LocalPrefix, res.RemotePrefix, err = measurePrefixGets(ctx, bc, &o); err != nil {
+		return res, err
+	}
+	res.PutCluster, res.PutSingle, err = measurePuts(ctx, bc, &o)
 	return res, err
+}
+
+// waitIndexed waits until node 1 finds every key in the leader's index.
+func waitIndexed(ctx context.Context, bc *benchCluster, keys []block.Key) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		hs, err := bc.clients[1].ClusterHolders(ctx, keys)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(hs, func(h []client.Holder) bool { return len(h) == 0 }) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("bench: cluster: blocks not indexed within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// measurePrefixGets puts a 64-block chain on node 0 and multi-gets it
+// whole for GetDuration from node 0 (local) and from node 1 (one round
+// trip to the leader and one to node 0 per multi-get).
+func measurePrefixGets(ctx context.Context, bc *benchCluster, o *ClusterOptions) (local, remote ClusterGet, err error) {
+	keys := make([]block.Key, prefixBlocks)
+	items := make([]client.Item, prefixBlocks)
+	for i := range keys {
+		keys[i] = benchKey(1<<41 + uint64(i))
+		items[i] = client.Item{Key: keys[i], Data: blockValue(make([]byte, prefixBlockBytes), int32(i))}
+	}
+	if _, err := bc.clients[0].PutBatch(ctx, clusterNS, items); err != nil {
+		return local, remote, err
+	}
+	if err := waitIndexed(ctx, bc, keys); err != nil {
+		return local, remote, err
+	}
+	get := func(name string, c *client.Client, remote bool) (ClusterGet, error) {
+		g := ClusterGet{Name: name}
+		gctx, cancel := context.WithTimeout(ctx, o.GetDuration)
+		defer cancel()
+		start := time.Now()
+		for gctx.Err() == nil {
+			n := 0
+			err := c.GetBatch(gctx, clusterNS, keys, func(f client.Frame, r io.Reader) error {
+				m, err := io.Copy(io.Discard, r)
+				if err != nil {
+					return err
+				}
+				if f.Missing || remote != (f.Tier == client.TierRemote) {
+					return fmt.Errorf("bench: cluster: prefix block %d missing %v, tier %d", n, f.Missing, f.Tier)
+				}
+				g.Bytes += m
+				n++
+				return nil
+			})
+			if err != nil {
+				if gctx.Err() != nil {
+					break
+				}
+				return g, err
+			}
+			g.Blocks += int64(n)
+		}
+		g.Elapsed = time.Since(start)
+		return g, nil
+	}
+	if local, err = get("local_prefix_get", bc.clients[0], false); err != nil {
+		return local, remote, err
+	}
+	remote, err = get("cross_node_prefix_get", bc.clients[1], true)
+	return local, remote, err
+}
+
+// measurePuts times sequential 64 KiB PUTs on a cluster node that does not
+// lead and on a node that runs alone, as many as fit in GetDuration each.
+func measurePuts(ctx context.Context, bc *benchCluster, o *ClusterOptions) (withCluster, single PutLatency, err error) {
+	cfg := server.DefaultConfig()
+	cfg.HTTP.Listen, cfg.RESP.Listen, cfg.Transfer.Listen = "127.0.0.1:0", "", ""
+	cfg.DataDir = filepath.Join(bc.dir, "single")
+	cfg.DRAM.Capacity = server.ByteSize(max(o.DRAMCapacity, 64<<20))
+	cfg.SSD.Capacity, cfg.SSD.NoSync = 4<<20, true
+	cfg.Conductor.Enabled = false
+	cfg.Banner = io.Discard
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	n, err := server.Start(cfg)
+	if err != nil {
+		return withCluster, single, err
+	}
+	defer n.Shutdown()
+	sc, err := client.New("http://"+n.Addr("http").String(), client.Options{})
+	if err != nil {
+		return withCluster, single, err
+	}
+	data := make([]byte, prefixBlockBytes)
+	put := func(name string, c *client.Client, base uint64) (PutLatency, error) {
+		p := PutLatency{Name: name}
+		var lat []time.Duration
+		pctx, cancel := context.WithTimeout(ctx, o.GetDuration)
+		defer cancel()
+		start := time.Now()
+		for i := uint64(0); pctx.Err() == nil; i++ {
+			blockValue(data, int32(i))
+			t0 := time.Now()
+			if _, err := c.Put(pctx, clusterNS, benchKey(base+i), data); err != nil {
+				if pctx.Err() != nil {
+					break
+				}
+				return p, err
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		p.Elapsed, p.Puts = time.Since(start), len(lat)
+		if len(lat) > 0 {
+			slices.Sort(lat)
+			p.P50, p.P99 = lat[len(lat)/2], lat[len(lat)*99/100]
+		}
+		return p, nil
+	}
+	if single, err = put("put_single", sc, 1<<42); err != nil {
+		return withCluster, single, err
+	}
+	// On a node that does not lead, as most nodes of a cluster: each put
+	// waits for the leader to take its registration.
+	writer := bc.clients[0]
+	if li, ok := bc.nodes[0].Cluster().Leader(); ok && li.Name == bc.name(0) {
+		writer = bc.clients[1]
+	}
+	withCluster, err = put("put_cluster", writer, 1<<43)
+	return withCluster, single, err
 }
 
 // blockValue is the deterministic value of a trace block.
@@ -509,19 +669,8 @@ func measureClusterGets(ctx context.Context, bc *benchCluster, o *ClusterOptions
 			return local, remote, err
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		hs, err := bc.clients[1].ClusterHolders(ctx, keys)
-		if err != nil {
-			return local, remote, err
-		}
-		if !slices.ContainsFunc(hs, func(h []client.Holder) bool { return len(h) == 0 }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return local, remote, errors.New("bench: cluster: blocks not indexed within 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := waitIndexed(ctx, bc, keys); err != nil {
+		return local, remote, err
 	}
 	get := func(name string, c *client.Client, want string) (ClusterGet, error) {
 		g := ClusterGet{Name: name}
@@ -555,10 +704,10 @@ func measureClusterGets(ctx context.Context, bc *benchCluster, o *ClusterOptions
 		g.Elapsed, g.Bytes, g.Blocks = time.Since(start), bytes.Load(), n.Load()
 		return g, firstErr
 	}
-	if local, err = get("get_local", bc.clients[0], bc.name(0)); err != nil {
+	if local, err = get("local_get", bc.clients[0], bc.name(0)); err != nil {
 		return local, remote, err
 	}
-	remote, err = get("get_remote", bc.clients[1], bc.name(0))
+	remote, err = get("cross_node_get", bc.clients[1], bc.name(0))
 	return local, remote, err
 }
 
@@ -568,7 +717,7 @@ func measureClusterGets(ctx context.Context, bc *benchCluster, o *ClusterOptions
 func ClusterReport(res *ClusterResult, o ClusterOptions) *Report {
 	o.EnsureDefaults()
 	r := &Report{Columns: []string{"name", "trace", "nodes", "requests", "blocks", "hit_rate", "baseline_hit_rate", "ratio",
-		"local_hits", "remote_hits", "copies", "drops", "gbps", "baseline_gbps", "t_s"}}
+		"local_hits", "remote_hits", "copies", "drops", "gbps", "baseline_gbps", "puts_per_s", "p50_us", "p99_us", "t_s"}}
 	for _, rank := range o.Ranks {
 		r.Columns = append(r.Columns, fmt.Sprintf("mean_top%d", rank))
 	}
@@ -592,6 +741,15 @@ func ClusterReport(res *ClusterResult, o ClusterOptions) *Report {
 	r.Add(Row{"name": res.Local.Name, "gbps": res.Local.GBps(), "blocks": res.Local.Blocks, "block_bytes": o.GetSize, "workers": o.GetWorkers})
 	r.Add(Row{"name": res.Remote.Name, "gbps": res.Remote.GBps(), "blocks": res.Remote.Blocks, "block_bytes": o.GetSize, "workers": o.GetWorkers,
 		"baseline": res.Local.Name, "baseline_gbps": res.Local.GBps(), "ratio": ratio(res.Remote.GBps(), res.Local.GBps())})
+	r.Add(Row{"name": res.LocalPrefix.Name, "gbps": res.LocalPrefix.GBps(), "blocks": res.LocalPrefix.Blocks, "block_bytes": prefixBlockBytes, "prefix_blocks": prefixBlocks})
+	r.Add(Row{"name": res.RemotePrefix.Name, "gbps": res.RemotePrefix.GBps(), "blocks": res.RemotePrefix.Blocks, "block_bytes": prefixBlockBytes, "prefix_blocks": prefixBlocks,
+		"baseline": res.LocalPrefix.Name, "baseline_gbps": res.LocalPrefix.GBps(), "ratio": ratio(res.RemotePrefix.GBps(), res.LocalPrefix.GBps())})
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	r.Add(Row{"name": res.PutSingle.Name, "block_bytes": prefixBlockBytes, "puts_per_s": res.PutSingle.PerSecond(),
+		"p50_us": us(res.PutSingle.P50), "p99_us": us(res.PutSingle.P99)})
+	r.Add(Row{"name": res.PutCluster.Name, "block_bytes": prefixBlockBytes, "puts_per_s": res.PutCluster.PerSecond(),
+		"p50_us": us(res.PutCluster.P50), "p99_us": us(res.PutCluster.P99),
+		"baseline": res.PutSingle.Name, "baseline_puts_per_s": res.PutSingle.PerSecond(), "ratio": ratio(res.PutCluster.PerSecond(), res.PutSingle.PerSecond())})
 	for _, run := range res.Runs {
 		for _, s := range run.Samples {
 			row := Row{"name": "replicas_" + run.Mode, "t_s": s.At.Seconds(), "max_replicas": s.Max}

@@ -43,7 +43,7 @@ func TestClusterReplay(t *testing.T) {
 	for _, row := range r.Results {
 		names[row["name"]]++
 	}
-	if names["replay_local"] != 1 || names["replay_cluster"] != 1 || names["get_remote"] != 1 || names["replicas_cluster"] != 3 {
+	if names["replay_local"] != 1 || names["replay_cluster"] != 1 || names["cross_node_get"] != 1 || names["cross_node_prefix_get"] != 1 || names["put_cluster"] != 1 || names["replicas_cluster"] != 3 {
 		t.Fatalf("rows %v", names)
 	}
 }

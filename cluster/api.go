@@ -23,8 +23,17 @@ func (n *Node) callLeader(ctx context.Context, path string, in, out any) error {
 		if !ok {
 			return ErrNoLeader
 		}
-		if err = n.postJSON(ctx, li.HTTP, path, in, out); err == nil {
+		m := Member{Name: li.Name, Addrs: Addrs{HTTP: li.HTTP}}
+		if out == nil {
+			out = &struct{}{}
+		}
+		if err = n.call(ctx, n.fast, m, path, in, out); err == nil {
 			return nil
+		}
+		if errorIs(err, ErrUnreachable) {
+			// Until its lease lapses a dead leader is still named: to the
+			// caller that is no leader, and no address.
+			return fmt.Errorf("%w: the leader %s did not answer", ErrNoLeader, li.Name)
 		}
 		if !isNotLeader(err) {
 			return err
@@ -35,27 +44,6 @@ func (n *Node) callLeader(ctx context.Context, path string, in, out any) error {
 
 func isNotLeader(err error) bool {
 	return err != nil && (errorIs(err, ErrNotLeader) || errorIs(err, ErrClosed))
-}
-
-// locate returns the holders of each key, from the leader's index.
-func (n *Node) locate(ctx context.Context, keys []block.Key) ([][]index.Holder, error) {
-	hs, err := n.Holders(ctx, keys)
-	if err != nil {
-		return nil, err
-	}
-	out := make([][]index.Holder, len(hs))
-	for i, x := range hs {
-		for _, h := range x {
-			var m index.TierMask
-			for _, name := range h.Tiers {
-				if lv := n.tierLevel(name); lv >= 0 {
-					m = m.With(lv)
-				}
-			}
-			out[i] = append(out[i], index.Holder{Node: h.Node, Tiers: m})
-		}
-	}
-	return out, nil
 }
 
 // Holders returns, for each key, the nodes holding it and in which tiers.
@@ -120,10 +108,24 @@ type Counters struct {
 	FetchFailures int64 `json:"fetch_failures"`
 	FetchedBytes  int64 `json:"fetched_bytes"`
 	Admitted      int64 `json:"admitted"`
-	Exposed       int64 `json:"exposed"` // blocks served through a transfer segment
-	Inlined       int64 `json:"inlined"` // small blocks served in the expose answer
-	Reports       int64 `json:"reports"`
-	Resyncs       int64 `json:"resyncs"`
+	// Served counts blocks this node sent to readers on other nodes.
+	Served int64 `json:"served"`
+	// Published counts blocks registered with the leader before a put was
+	// acknowledged; PublishFailures the registrations it did not take.
+	Published       int64 `json:"published"`
+	PublishFailures int64 `json:"publish_failures"`
+	// Forgotten counts copies dropped because another node deleted them.
+	Forgotten int64 `json:"forgotten"`
+	// PeerAsks counts reads that asked the other nodes directly (no leader,
+	// or its index incomplete); LocationHits blocks found through the
+	// location cache.
+	PeerAsks     int64 `json:"peer_asks"`
+	LocationHits int64 `json:"location_hits"`
+	// Locates counts calls to the leader to find blocks' holders; Fetches
+	// (above) the read requests to holders, one per holder per read.
+	Locates int64 `json:"locates"`
+	Reports int64 `json:"reports"`
+	Resyncs int64 `json:"resyncs"`
 	// NameHits and NameMisses count LookupName answers.
 	NameHits   int64 `json:"name_hits"`
 	NameMisses int64 `json:"name_misses"`
@@ -134,8 +136,10 @@ func (n *Node) Counters() Counters {
 	s := &n.stats
 	return Counters{
 		Fetches: s.fetches.Load(), FetchFailures: s.fetchFailures.Load(), FetchedBytes: s.fetchedBytes.Load(),
-		Admitted: s.admitted.Load(), Exposed: s.exposed.Load(), Reports: s.reports.Load(), Resyncs: s.resyncs.Load(),
-		NameHits: s.nameHits.Load(), NameMisses: s.nameMisses.Load(), Inlined: s.inlined.Load(),
+		Admitted: s.admitted.Load(), Served: s.served.Load(), Reports: s.reports.Load(), Resyncs: s.resyncs.Load(),
+		NameHits: s.nameHits.Load(), NameMisses: s.nameMisses.Load(),
+		Published: s.published.Load(), PublishFailures: s.publishFailures.Load(), Forgotten: s.forgotten.Load(),
+		PeerAsks: s.peerAsks.Load(), LocationHits: s.locCacheHits.Load(), Locates: s.locates.Load(),
 	}
 }
 
@@ -151,8 +155,14 @@ func (n *Node) Status(ctx context.Context) Status {
 		}
 	}
 	var ls LeaderStatus
-	if err := n.callLeader(ctx, "/internal/v1/status", struct{}{}, &ls); err == nil {
+	switch err := n.callLeader(ctx, "/internal/v1/status", struct{}{}, &ls); {
+	case err == nil:
 		st.LeaderStatus = &ls
+	case errorIs(err, ErrNoLeader):
+		// A leader that was killed or froze is still named in etcd until
+		// its lease lapses; one that does not answer is no leader to the
+		// caller, who sees the election coming rather than a dead node.
+		st.HasLeader = false
 	}
 	return st
 }

@@ -31,3 +31,11 @@ var (
 	// node name.
 	ErrIDsExhausted = errors.New("cluster: no free node id")
 )
+
+// ErrUnreachable: a node did not answer within Options.PeerTimeout (it
+// died, froze, or the network dropped it). Reads pass over it to the next
+// holder.
+var ErrUnreachable = errors.New("cluster: node did not answer")
+
+// ErrNameInUse: another live node registered this node's name.
+var ErrNameInUse = errors.New("cluster: node name in use")

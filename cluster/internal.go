@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/internal/httperr"
@@ -25,14 +26,8 @@ import (
 
 // Request and answer bodies.
 type (
-	keyRequest struct {
-		Key block.Key `json:"key"`
-	}
 	keysRequest struct {
 		Keys []block.Key `json:"keys"`
-	}
-	releaseRequest struct {
-		ID uint64 `json:"id"`
 	}
 	// fetchRequest tells a node to copy a block from another node and keep
 	// it: the replication driver's Copy.
@@ -54,6 +49,9 @@ type (
 	}
 	holdersResponse struct {
 		Holders [][]HolderInfo `json:"holders"`
+		// Complete is true when every member's full state is in the
+		// index: a key without holders is then held nowhere.
+		Complete bool `json:"complete"`
 	}
 	queryResponse struct {
 		Nodes []Match `json:"nodes"`
@@ -74,12 +72,14 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("POST /internal/v1/query", n.handleQuery)
 	mux.HandleFunc("POST /internal/v1/replicas", n.handleReplicas)
 	mux.HandleFunc("POST /internal/v1/status", n.handleLeaderStatus)
-	mux.HandleFunc("POST /internal/v1/expose", n.handleExpose)
-	mux.HandleFunc("POST /internal/v1/release", n.handleRelease)
 	mux.HandleFunc("POST /internal/v1/fetch", n.handleFetch)
 	mux.HandleFunc("POST /internal/v1/drop", n.handleDrop)
 	mux.HandleFunc("POST /internal/v1/desired", n.handleDesired)
 	mux.HandleFunc("POST /internal/v1/name", n.handleName)
+	mux.HandleFunc("POST /internal/v1/name/op", n.handleNameOp)
+	mux.HandleFunc("POST /internal/v1/read", n.handleRead)
+	mux.HandleFunc("POST /internal/v1/has", n.handleHas)
+	mux.HandleFunc("POST /internal/v1/forget", n.handleForget)
 	mux.HandleFunc("POST /internal/v1/hot", n.handleHot)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: no internal route %s %s", tier.ErrNotFound, r.Method, r.URL.Path))
@@ -120,6 +120,9 @@ var ErrorRows = []httperr.Row{
 	{Err: ErrLastCopy, Status: http.StatusConflict, Code: "last_copy"},
 	{Err: ErrBusy, Status: http.StatusTooManyRequests, Code: "overloaded"},
 	{Err: ErrClosed, Status: http.StatusServiceUnavailable, Code: "closed"},
+	// A node that did not answer: public answers say so without its
+	// address, and a read passes over it.
+	{Err: ErrUnreachable, Status: http.StatusServiceUnavailable, Code: "unreachable"},
 }
 
 // errorTable is the internal API's view of the one table.
@@ -143,34 +146,45 @@ func readJSON(r *http.Request, v any) error {
 }
 
 // post sends body to a node's internal API and decodes a JSON answer into
-// out (if not nil). Error answers come back as the sentinel of their code.
+// out (if not nil). Error answers come back as the sentinel of their code;
+// a node that cannot be reached is ErrUnreachable. The errors never carry
+// the address: they may end up in a public answer.
 func (n *Node) post(ctx context.Context, addr, path string, body []byte, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: a bad address", ErrUnreachable)
 	}
 	req.Header.Set("Authorization", "Bearer "+n.opts.Token)
 	resp, err := n.client.Do(req)
 	if err != nil {
-		return err
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {
+			return cerr
+		}
+		return fmt.Errorf("%w: %s", ErrUnreachable, path)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var b httperr.Body
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&b)
-		if sentinel := errorTable.Err(b.Error.Code); sentinel != nil {
-			return fmt.Errorf("%w (from %s: %s)", sentinel, addr, b.Error.Message)
-		}
-		return fmt.Errorf("cluster: %s%s: %s: %s", addr, path, resp.Status, b.Error.Message)
+		return answerError(resp, "a peer")
 	}
 	if out == nil {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, maxJSON))
 		return nil
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
-		return fmt.Errorf("cluster: %s%s: decoding the answer: %w", addr, path, err)
+		return fmt.Errorf("%w: %s: decoding the answer: %v", ErrBadRequest, path, err)
 	}
 	return nil
+}
+
+// answerError turns an error answer of the internal API into the sentinel
+// of its code.
+func answerError(resp *http.Response, from string) error {
+	var b httperr.Body
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&b)
+	if sentinel := errorTable.Err(b.Error.Code); sentinel != nil {
+		return fmt.Errorf("%w (from %s: %s)", sentinel, from, b.Error.Message)
+	}
+	return fmt.Errorf("%w: %s answered %s", ErrUnreachable, from, resp.Status)
 }
 
 func (n *Node) postJSON(ctx context.Context, addr, path string, in, out any) error {
@@ -241,7 +255,7 @@ func leaderCall[Req, Resp any](n *Node, w http.ResponseWriter, r *http.Request, 
 
 func (n *Node) handleLocate(w http.ResponseWriter, r *http.Request) {
 	leaderCall(n, w, r, func(l *leader, req keysRequest) (holdersResponse, error) {
-		return holdersResponse{Holders: l.holders(req.Keys)}, nil
+		return holdersResponse{Holders: l.holders(req.Keys), Complete: l.complete()}, nil
 	})
 }
 
@@ -264,33 +278,6 @@ func (n *Node) handleLeaderStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, l.status())
-}
-
-func (n *Node) handleExpose(w http.ResponseWriter, r *http.Request) {
-	var req keyRequest
-	if err := readJSON(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	resp, err := n.exp.expose(r.Context(), req.Key)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, resp)
-}
-
-func (n *Node) handleRelease(w http.ResponseWriter, r *http.Request) {
-	var req releaseRequest
-	if err := readJSON(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	if err := n.exp.release(r.Context(), req.ID); err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, struct{}{})
 }
 
 // checkTerm refuses a command from a leader that is not the current one, so
@@ -322,12 +309,18 @@ func (n *Node) handleFetch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, struct{}{})
 		return
 	}
+	start := time.Now()
 	h, o, err := n.fetchFrom(r.Context(), req.Key, req.From)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	defer h.Release()
+	if n.deletedSince(req.Key, start.Add(-tombstoneWindow)) {
+		// Deleted while the copy was planned: do not bring it back.
+		writeError(w, fmt.Errorf("%w: %s was deleted", tier.ErrNotFound, req.Key))
+		return
+	}
 	opts := tier.PutOptions{Checksum: h.Checksum(), HasChecksum: true, Meta: o.Info.Meta, PinnedUntil: o.Info.PinnedUntil}
 	if _, err := n.store.Put(r.Context(), req.Key, h.Bytes(), opts); err != nil {
 		writeError(w, err)

@@ -171,6 +171,20 @@ func (l *leader) nodeGone(id uint32) {
 	l.n.log.Info("cluster: node left; repairing its blocks", "gone", id)
 }
 
+// complete reports whether every member has sent its full state in this
+// term: only then does a key the index lacks mean no node holds it.
+func (l *leader) complete() bool {
+	members := l.n.Members()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range members {
+		if l.mu.nodes[m.ID] != synced {
+			return false
+		}
+	}
+	return true
+}
+
 // HolderInfo is a node holding a block, for answers.
 type HolderInfo struct {
 	Node  uint32   `json:"node"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/yuebing/yuebing/block"
@@ -27,7 +28,44 @@ type NameInfo struct {
 	ExpireAtMs int64 `json:"expire_at_ms,omitempty"`
 	// Node is the id of the node that answered.
 	Node uint32 `json:"node"`
+	// Gen is the value's generation: a clock reading of the node that
+	// wrote it, moved past every generation that node has heard of, so the
+	// later of two writes of one name has the larger.
+	Gen uint64 `json:"gen"`
 }
+
+// NameOp is a change another node's front end makes to a name this node
+// may hold. Op "forget": drop the name if its generation is below Gen
+// (another node wrote or deleted it later). Op "expire": set the name's
+// deadline to ExpireAtMs (0: none; in the past: delete it) if its
+// generation is Gen (the value the caller saw).
+type NameOp struct {
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	Op         string `json:"op"`
+	Gen        uint64 `json:"gen"`
+	ExpireAtMs int64  `json:"expire_at_ms,omitempty"`
+	// From is the id of the node that sent the op: of two writes of one
+	// name at the same generation, the one from the larger id wins.
+	From uint32 `json:"from"`
+}
+
+// NameOpResult is a node's answer to a NameOp. Done: the name was dropped
+// or its deadline set. Newer: the node holds the name at a generation
+// above Gen, so the caller's own write of it lost.
+type NameOpResult struct {
+	Done  bool `json:"done"`
+	Newer bool `json:"newer"`
+}
+
+// NameOps applies NameOps to this node's names.
+type NameOps func(NameOp) NameOpResult
+
+// Name operations.
+const (
+	NameForget = "forget"
+	NameExpire = "expire"
+)
 
 // NameLookup answers for the names this node holds: ok is false when it
 // holds none by that name (or it expired).
@@ -40,6 +78,84 @@ type nameRequest struct {
 
 // maxNameLen bounds a looked-up name; the front end's keys are shorter.
 const maxNameLen = 64 << 10
+
+// SetNameOps installs the function that applies other nodes' changes to
+// this node's names. Until it is set the node answers not found.
+func (n *Node) SetNameOps(fn NameOps) { n.nameOps.Store(&fn) }
+
+func (n *Node) handleNameOp(w http.ResponseWriter, r *http.Request) {
+	var op NameOp
+	if err := readJSON(r, &op); err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(op.Name) > maxNameLen || op.Op != NameForget && op.Op != NameExpire || op.ExpireAtMs < 0 {
+		writeError(w, fmt.Errorf("%w: name op %q on a name of %d bytes", ErrBadRequest, op.Op, len(op.Name)))
+		return
+	}
+	fn := n.nameOps.Load()
+	if fn == nil {
+		writeError(w, tier.ErrNotFound)
+		return
+	}
+	writeJSON(w, (*fn)(op))
+}
+
+// ForgetName tells every other member that namespace/name was written or
+// deleted here at generation gen, waiting up to Options.PeerTimeout: each
+// drops an older value it holds. dropped counts the members that held one;
+// newer is true when one holds a value above gen, so the caller's write
+// lost to a later one and the caller drops its own. A member that does not
+// answer keeps what it holds (docs/cluster.md).
+func (n *Node) ForgetName(ctx context.Context, namespace, name string, gen uint64) (dropped int, newer bool, err error) {
+	op := NameOp{Namespace: namespace, Name: name, Op: NameForget, Gen: gen, From: n.id}
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		failed []string
+	)
+	ctx, cancel := context.WithTimeout(ctx, n.opts.PeerTimeout)
+	defer cancel()
+	for _, m := range n.Members() {
+		if m.ID == n.id {
+			continue
+		}
+		wg.Go(func() {
+			var res NameOpResult
+			err := n.call(ctx, n.fast, m, "/internal/v1/name/op", op, &res)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil && !errors.Is(err, tier.ErrNotFound):
+				failed = append(failed, m.Name)
+			case err == nil && res.Done:
+				dropped++
+			case err == nil && res.Newer:
+				newer = true
+			}
+		})
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		err = fmt.Errorf("%w: %v", ErrUnreachable, failed)
+	}
+	return dropped, newer, err
+}
+
+// ExpireName sets the deadline of namespace/name at generation gen on the
+// node holding it (ExpireAtMs 0: none; in the past: delete it). It reports
+// whether that node still held that value and changed it.
+func (n *Node) ExpireName(ctx context.Context, node uint32, namespace, name string, gen uint64, expireAtMs int64) (bool, error) {
+	m, ok := n.memberByID(node)
+	if !ok {
+		return false, fmt.Errorf("%w: node %d", ErrNotMember, node)
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.opts.PeerTimeout)
+	defer cancel()
+	var res NameOpResult
+	err := n.call(ctx, n.fast, m, "/internal/v1/name/op", NameOp{Namespace: namespace, Name: name, Op: NameExpire, Gen: gen, ExpireAtMs: expireAtMs, From: n.id}, &res)
+	return res.Done, err
+}
 
 // SetNameLookup installs the function that answers other nodes' LookupName
 // calls. Until it is set the node answers not found.
@@ -67,9 +183,9 @@ func (n *Node) handleName(w http.ResponseWriter, r *http.Request) {
 
 // LookupName asks every other member, at once, whether it holds name in
 // namespace, and returns the first positive answer; tier.ErrNotFound when
-// none does. A member that fails to answer within Options.RequestTimeout
-// counts as not holding it. A name set on two nodes is two keys; which one
-// a third node finds is whichever answers first.
+// none does. A member that fails to answer within Options.PeerTimeout
+// counts as not holding it. A name lives on the node that last
+// wrote it (ForgetName drops it elsewhere), so the first answer is the one.
 func (n *Node) LookupName(ctx context.Context, namespace, name string) (NameInfo, error) {
 	if len(name) > maxNameLen {
 		return NameInfo{}, fmt.Errorf("%w: name of %d bytes", ErrBadRequest, len(name))
@@ -83,7 +199,7 @@ func (n *Node) LookupName(ctx context.Context, namespace, name string) (NameInfo
 	if len(peers) == 0 {
 		return NameInfo{}, tier.ErrNotFound
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, n.opts.PeerTimeout)
 	defer cancel() // the answers not waited for are abandoned
 	type answer struct {
 		info NameInfo
@@ -94,7 +210,7 @@ func (n *Node) LookupName(ctx context.Context, namespace, name string) (NameInfo
 	for _, m := range peers {
 		go func() {
 			var a answer
-			a.err = n.postJSON(ctx, m.Addrs.HTTP, "/internal/v1/name", req, &a.info)
+			a.err = n.call(ctx, n.fast, m, "/internal/v1/name", req, &a.info)
 			answers <- a
 		}()
 	}

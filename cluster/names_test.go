@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/tier"
 )
 
@@ -60,32 +61,44 @@ func TestLookupNameAndReadFrom(t *testing.T) {
 	}
 }
 
-// TestSmallBlocksInline: a block of at most inlineMax bytes comes back in
-// the expose answer, with no transfer segment, and is still checked; a
-// larger one goes through a segment.
-func TestSmallBlocksInline(t *testing.T) {
+// TestReadOneRoundTrip: blocks of any size, and several at once, come
+// back in one read request, with their metadata, checked; a key the holder
+// lacks is a nil entry, not an error.
+func TestReadOneRoundTrip(t *testing.T) {
 	c := newTestCluster(t, 2, nil)
 	c.waitFormed()
 	a, b := c.nodes[0], c.nodes[1]
-	for i, size := range []int{0, 28, inlineMax, inlineMax + 1} {
+	var keys []block.Key
+	var want [][]byte
+	for i, size := range []int{0, 28, 64 << 10, 1 << 20} {
 		k := testKey(10 + i)
-		want := value(i, size)
-		if _, err := a.store.Put(t.Context(), k, want, tier.PutOptions{Meta: []byte("m")}); err != nil {
+		v := value(i, size)
+		if _, err := a.store.Put(t.Context(), k, v, tier.PutOptions{Meta: []byte("m")}); err != nil {
 			t.Fatal(err)
 		}
-		before := a.n.Counters()
-		h, o, err := b.n.fetchFrom(t.Context(), k, a.n.ID())
-		if err != nil {
-			t.Fatalf("%d bytes: %v", size, err)
+		keys, want = append(keys, k), append(want, v)
+	}
+	missing := testKey(99)
+	keys, want = append(keys, missing), append(want, nil)
+	before := a.n.Counters().Served
+	got, err := b.n.readFrom(t.Context(), a.n.ID(), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range got {
+		switch {
+		case want[i] == nil && g != nil:
+			t.Errorf("key %d: read a block the holder lacks", i)
+		case want[i] != nil && g == nil:
+			t.Errorf("key %d (%d bytes): not read", i, len(want[i]))
+		case g != nil && (!bytes.Equal(g.Handle.Bytes(), want[i]) || string(g.Origin.Info.Meta) != "m" || g.Origin.Source != "n0"):
+			t.Errorf("key %d: %d bytes, meta %q, from %q", i, g.Handle.Len(), g.Origin.Info.Meta, g.Origin.Source)
 		}
-		if !bytes.Equal(h.Bytes(), want) || string(o.Info.Meta) != "m" {
-			t.Fatalf("%d bytes: read %d bytes, meta %q", size, h.Len(), o.Info.Meta)
+		if g != nil {
+			g.Handle.Release()
 		}
-		h.Release()
-		after := a.n.Counters()
-		inlined, exposed := after.Inlined-before.Inlined, after.Exposed-before.Exposed
-		if size <= inlineMax && (inlined != 1 || exposed != 0) || size > inlineMax && (inlined != 0 || exposed != 1) {
-			t.Errorf("%d bytes: inlined %d, exposed %d", size, inlined, exposed)
-		}
+	}
+	if served := a.n.Counters().Served - before; served != 4 {
+		t.Errorf("served %d blocks, want 4", served)
 	}
 }

@@ -64,7 +64,10 @@ type Node struct {
 	log    *slog.Logger
 	engine *rdma.Engine
 	client *http.Client
-	pfx    string // etcd key prefix, ending in '/'
+	// fast is the client of reads, registrations and deletes: a peer that
+	// does not start answering within PeerTimeout is passed over.
+	fast *http.Client
+	pfx  string // etcd key prefix, ending in '/'
 
 	etcd    *clientv3.Client
 	id      uint32
@@ -72,15 +75,21 @@ type Node struct {
 	started atomic.Bool
 
 	rep     *reporter
-	exp     *exposer
 	desired desiredTable
 	recent  *lru.Cache[block.Key, struct{}]
+	// locs caches where blocks read from other nodes were found, so a
+	// repeated read skips the leader; a holder that no longer has the
+	// block, or a delete, drops the entry.
+	locs *lru.Cache[block.Key, []uint32]
+	// tomb remembers recent deletes (here or on another node), so a copy
+	// fetched before one is not kept after it.
+	tomb    *lru.Cache[block.Key, time.Time]
 	fetches *semaphore.Weighted // MaxFetches
 	bytes   *semaphore.Weighted // MaxFetchBytes
-	segSeq  atomic.Uint64
 
-	lead  atomic.Pointer[leader] // set while this node leads
-	names atomic.Pointer[NameLookup]
+	lead    atomic.Pointer[leader] // set while this node leads
+	names   atomic.Pointer[NameLookup]
+	nameOps atomic.Pointer[NameOps]
 
 	mu struct {
 		sync.Mutex
@@ -98,8 +107,11 @@ type Node struct {
 
 type stats struct {
 	fetches, fetchFailures, fetchedBytes, admitted atomic.Int64
-	exposed, reports, resyncs                      atomic.Int64
-	nameHits, nameMisses, inlined                  atomic.Int64
+	reports, resyncs                               atomic.Int64
+	served, published, publishFailures, forgotten  atomic.Int64
+	peerAsks, locCacheHits, locates                atomic.Int64
+	nameHits, nameMisses                           atomic.Int64
+	serving                                        atomic.Int64 // reads being answered
 }
 
 // New prepares a node: it validates opts and starts the transfer service on
@@ -121,6 +133,8 @@ func New(opts Options, store *tier.Hierarchy) (*Node, error) {
 		return nil, fmt.Errorf("cluster: transfer service on %s: %w", opts.TransferListen, err)
 	}
 	recent, _ := lru.New[block.Key, struct{}](opts.RecentFetches)
+	locs, _ := lru.New[block.Key, []uint32](opts.LocationCache)
+	tomb, _ := lru.New[block.Key, time.Time](opts.RecentFetches)
 	n := &Node{
 		opts:   opts,
 		store:  store,
@@ -133,8 +147,16 @@ func New(opts Options, store *tier.Hierarchy) (*Node, error) {
 			MaxIdleConnsPerHost: 32,
 			IdleConnTimeout:     90 * time.Second,
 		}},
+		fast: &http.Client{Transport: &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: opts.PeerTimeout, KeepAlive: 30 * time.Second}).DialContext,
+			ResponseHeaderTimeout: opts.PeerTimeout,
+			MaxIdleConnsPerHost:   64,
+			IdleConnTimeout:       90 * time.Second,
+		}},
 		pfx:     "/yuebing/" + opts.Cluster + "/",
 		recent:  recent,
+		locs:    locs,
+		tomb:    tomb,
 		fetches: semaphore.NewWeighted(int64(opts.MaxFetches)),
 		bytes:   semaphore.NewWeighted(opts.MaxFetchBytes),
 	}
@@ -142,7 +164,6 @@ func New(opts Options, store *tier.Hierarchy) (*Node, error) {
 	n.desired.init(opts.MaxPending * 4)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.rep = newReporter(n)
-	n.exp = newExposer(n)
 	return n, nil
 }
 
@@ -187,6 +208,11 @@ func (n *Node) Start(ctx context.Context, addrs Addrs) error {
 		return fmt.Errorf("cluster: joining %q through etcd %s: %w", n.opts.Cluster, strings.Join(n.opts.Endpoints, ","), err)
 	}
 	n.id = id
+	if err := n.checkNameFree(ictx); err != nil {
+		cli.Close()
+		n.etcd = nil
+		return err
+	}
 	n.log = n.log.With("id", id)
 	n.store.OnChange(n.rep.changed)
 	n.store.OnAccess(n.rep.accessed)
@@ -196,7 +222,6 @@ func (n *Node) Start(ctx context.Context, addrs Addrs) error {
 	n.wg.Go(n.watchLeader)
 	n.wg.Go(n.sessionLoop)
 	n.wg.Go(n.rep.loop)
-	n.wg.Go(n.exp.reap)
 	return nil
 }
 
@@ -212,12 +237,12 @@ func (n *Node) Close() error {
 	}
 	n.cancel()
 	n.wg.Wait()
-	n.exp.closeAll()
 	err := n.engine.Close()
 	if n.etcd != nil {
 		err = errors.Join(err, n.etcd.Close())
 	}
 	n.client.CloseIdleConnections()
+	n.fast.CloseIdleConnections()
 	return err
 }
 
@@ -270,6 +295,38 @@ func (n *Node) assignID(ctx context.Context) (uint32, error) {
 		}
 		// Another node took the id or this name meanwhile: look again.
 	}
+}
+
+// checkNameFree refuses to start while another live node is registered
+// under this node's name: two nodes with one name would share an id, and
+// each would replace the other's blocks in the leader's index. A record
+// left by an earlier run of this node (killed, its lease not yet lapsed)
+// is told apart by asking its HTTP address: a live node answers.
+func (n *Node) checkNameFree(ctx context.Context) error {
+	resp, err := n.etcd.Get(ctx, n.key("members", strconv.FormatUint(uint64(n.id), 10)))
+	if err != nil {
+		return fmt.Errorf("cluster: reading the member record of %q: %w", n.opts.NodeName, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	var m Member
+	if json.Unmarshal(resp.Kvs[0].Value, &m) != nil || m.Addrs.HTTP == "" || m.Addrs.HTTP == n.addrs.HTTP {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, n.opts.PeerTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, "http://"+m.Addrs.HTTP+"/healthz", nil)
+	if err != nil {
+		return nil
+	}
+	hr, err := n.fast.Do(req)
+	if err != nil {
+		return nil // not answering: an earlier run of this node
+	}
+	hr.Body.Close()
+	return fmt.Errorf("%w: a live node named %q is registered in cluster %q (http %s, transfer %s, started %s); give this node another --node-name or stop that one",
+		ErrNameInUse, n.opts.NodeName, n.opts.Cluster, m.Addrs.HTTP, m.Addrs.Transfer, m.Started.Format(time.RFC3339))
 }
 
 func (n *Node) member() Member {

@@ -68,12 +68,6 @@ type Options struct {
 	// MaxFetchBytes bounds the heap bytes of blocks being fetched from other
 	// nodes and served without being admitted. Default 256 MiB.
 	MaxFetchBytes int64
-	// MaxExposed bounds blocks this node holds pinned for other nodes to
-	// read; more are refused (the reader tries another holder). Default 256.
-	MaxExposed int
-	// ExposeTTL is how long a block stays pinned for a reader that never
-	// released it (it crashed). Default 30s.
-	ExposeTTL time.Duration
 	// Admit is AdmitAlways, AdmitSecondHit (default) or AdmitNever.
 	Admit string
 	// RecentFetches is how many fetched keys second-hit admission
@@ -81,6 +75,15 @@ type Options struct {
 	RecentFetches int
 	// RequestTimeout bounds one internal HTTP call. Default 10s.
 	RequestTimeout time.Duration
+	// PeerTimeout bounds how long a read, a put's registration or a
+	// delete waits for another node to start answering: a node that was
+	// killed or frozen (its socket still accepts) is passed over after it,
+	// well inside RequestTimeout. Default 2s.
+	PeerTimeout time.Duration
+	// LocationCache bounds the block locations a node remembers from its
+	// reads, so a repeated read of a block held elsewhere costs one round
+	// trip. Default 65536 (about 100 bytes each).
+	LocationCache int
 	// Replication configures the leader's replication core (heat,
 	// thresholds, in-flight bounds); zero fields take its defaults.
 	Replication replicate.Options
@@ -119,12 +122,6 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxFetchBytes == 0 {
 		o.MaxFetchBytes = 256 << 20
 	}
-	if o.MaxExposed == 0 {
-		o.MaxExposed = 256
-	}
-	if o.ExposeTTL == 0 {
-		o.ExposeTTL = 30 * time.Second
-	}
 	if o.Admit == "" {
 		o.Admit = AdmitSecondHit
 	}
@@ -133,6 +130,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = 10 * time.Second
+	}
+	if o.PeerTimeout == 0 {
+		o.PeerTimeout = 2 * time.Second
+	}
+	if o.LocationCache == 0 {
+		o.LocationCache = 65536
 	}
 	if o.ReplicationInterval == 0 {
 		o.ReplicationInterval = time.Second
@@ -185,8 +188,8 @@ func (o *Options) Validate() error {
 	pos("LeaseTTL", o.LeaseTTL)
 	pos("DialTimeout", o.DialTimeout)
 	pos("ReportInterval", o.ReportInterval)
-	pos("ExposeTTL", o.ExposeTTL)
 	pos("RequestTimeout", o.RequestTimeout)
+	pos("PeerTimeout", o.PeerTimeout)
 	pos("ReplicationInterval", o.ReplicationInterval)
 	for _, f := range []struct {
 		name string
@@ -194,8 +197,8 @@ func (o *Options) Validate() error {
 	}{
 		{"MaxPending", int64(o.MaxPending)}, {"MaxHitKeys", int64(o.MaxHitKeys)},
 		{"HitSampling", int64(o.HitSampling)}, {"MaxFetches", int64(o.MaxFetches)},
-		{"MaxFetchBytes", o.MaxFetchBytes}, {"MaxExposed", int64(o.MaxExposed)},
-		{"RecentFetches", int64(o.RecentFetches)},
+		{"MaxFetchBytes", o.MaxFetchBytes},
+		{"RecentFetches", int64(o.RecentFetches)}, {"LocationCache", int64(o.LocationCache)},
 	} {
 		if f.v <= 0 {
 			bad("%s %d must be positive", f.name, f.v)

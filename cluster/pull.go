@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/yuebing/yuebing/block"
 )
@@ -15,57 +13,56 @@ type PullResult struct {
 	Pulled  int `json:"pulled"`
 	// Bytes is the size of the pulled blocks.
 	Bytes int64 `json:"bytes"`
-	// Missing keys no member holds: the chain's cached prefix ends at the
-	// first of them, and Pull stops there.
+	// Missing keys are those from the first one no member could give to
+	// the chain's end: the cached prefix ends there, and Pull stops.
 	Missing int `json:"missing"`
 }
 
 // Pull copies the blocks of chain this node lacks from the nodes holding
-// them, over the transfer service (checksums verified), and keeps them:
-// how a scheduler's pull plan moves a prefix next to the engine that will
-// use it. It goes in chain order and stops at the first block no member
-// holds, since a prefix is only usable up to there. The copies reach the
-// leader's index with the node's next report.
+// them, over the transfer service (checksums verified, as ReadMany reads),
+// and keeps them whatever Options.Admit says: how a scheduler's pull plan
+// moves a prefix next to the engine that will use it. Blocks count in chain
+// order up to the first that no member could give, since a prefix is only
+// usable up to there; blocks read past it are kept too. The copies reach
+// the leader's index with the node's next report.
 func (n *Node) Pull(ctx context.Context, chain []block.Key) (PullResult, error) {
 	var res PullResult
 	if n.closed.Load() {
 		return res, ErrClosed
 	}
-	holders, err := n.locate(ctx, chain)
-	if err != nil {
-		return res, err
-	}
+	var need []block.Key
+	var at []int
 	for i, k := range chain {
-		if n.store.Contains(k) {
-			res.Present++
-			continue
+		if !n.store.Contains(k) {
+			need = append(need, k)
+			at = append(at, i)
 		}
-		var last error
-		pulled := false
-		for _, h := range n.candidates(holders[i]) {
-			data, o, err := n.fetchFrom(ctx, k, h.Node)
-			if err != nil {
-				last = err
-				n.stats.fetchFailures.Add(1)
-				if ctx.Err() != nil {
-					return res, ctx.Err()
-				}
-				continue
-			}
-			res.Bytes += int64(data.Len())
-			n.admit(ctx, k, data, o)
-			data.Release()
-			pulled = true
-			break
-		}
-		if !pulled {
-			res.Missing = len(chain) - i
-			if last != nil && !errors.Is(last, ErrNotMember) {
-				return res, fmt.Errorf("cluster: pulling %s: %w", k, last)
-			}
-			return res, nil
-		}
-		res.Pulled++
 	}
-	return res, nil
+	got := make([]*Remote, len(chain))
+	if len(need) > 0 {
+		rs, _ := n.ReadMany(ctx, need)
+		for j, r := range rs {
+			got[at[j]] = r
+		}
+	}
+	stopped := false
+	for i, k := range chain {
+		r := got[i]
+		switch {
+		case r != nil:
+			n.admit(ctx, k, r.Handle, r.Origin)
+			if !stopped {
+				res.Pulled++
+				res.Bytes += int64(r.Handle.Len())
+			}
+			r.Handle.Release()
+		case stopped:
+		case n.store.Contains(k):
+			res.Present++
+		default:
+			stopped = true
+			res.Missing = len(chain) - i
+		}
+	}
+	return res, ctx.Err()
 }

@@ -101,17 +101,22 @@ func (r *reporter) loop() {
 	defer t.Stop()
 	backoff := time.Duration(0)
 	for {
-		select {
-		case <-r.n.ctx.Done():
-			return
-		case <-t.C:
-		case <-r.kick:
-		}
+		// After a failed round the next waits out its backoff, tick or
+		// kick or not, and then goes ahead even when the interval is long:
+		// a full state the leader refused (it had not seen the node's
+		// membership yet) must not wait for the next tick.
 		if backoff > 0 {
 			select {
-			case <-time.After(backoff):
 			case <-r.n.ctx.Done():
 				return
+			case <-time.After(backoff):
+			}
+		} else {
+			select {
+			case <-r.n.ctx.Done():
+				return
+			case <-t.C:
+			case <-r.kick:
 			}
 		}
 		if err := r.step(); err != nil {

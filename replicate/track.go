@@ -74,6 +74,11 @@ func (c *Core) track(k block.Key) *blockState {
 	if c.loc != nil {
 		c.buf = c.loc.AppendHolders(c.buf[:0], k)
 		for _, h := range c.buf {
+			// The index may name a node the core has had no event of yet
+			// (its first report is being applied): give it a slot.
+			if c.checkNode(h.Node) != nil {
+				continue
+			}
 			b.holders = append(b.holders, holder{node: h.Node, tiers: h.Tiers})
 		}
 	}

@@ -260,7 +260,7 @@ func (a *API) fail(c *gin.Context, err error) {
 		status, code = http.StatusMethodNotAllowed, "method_not_allowed"
 	case status == http.StatusUnauthorized:
 		c.Header("WWW-Authenticate", `Bearer realm="yuebing"`)
-	case status == http.StatusTooManyRequests:
+	case status == http.StatusTooManyRequests, status == http.StatusServiceUnavailable:
 		c.Header("Retry-After", "1")
 	case status == http.StatusInternalServerError:
 		a.log.Error("server: request failed", "method", c.Request.Method, "route", c.FullPath(), "err", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/block/frame"
+	"github.com/yuebing/yuebing/cluster"
 	"github.com/yuebing/yuebing/server/auth"
 	"github.com/yuebing/yuebing/tier"
 )
@@ -149,12 +150,27 @@ func (a *API) batchGet(c *gin.Context) {
 			}
 		}
 	}()
+	remote := a.prefetch(ctx, ts)
+	defer func() {
+		for _, r := range remote {
+			if r != nil {
+				r.Handle.Release()
+			}
+		}
+	}()
 	total := int64(len(frame.Magic))
 	var data int64
 	for i, t := range ts {
 		frames[i].Key = t.key
 		frames[i].Flags = frame.FlagMissing
-		h, tierBits, err := a.batchBlock(ctx, p, t)
+		var h *tier.Handle
+		tierBits := uint32(frame.TierRemote)
+		if r := remote[i]; r != nil {
+			remote[i] = nil
+			h = a.visibleRemote(p, t, r)
+		} else {
+			h, tierBits, err = a.batchBlock(ctx, p, t)
+		}
 		switch {
 		case err != nil:
 			a.fail(c, err)
@@ -214,6 +230,45 @@ func (a *API) batchBlock(ctx context.Context, p auth.Principal, t target) (*tier
 		return nil, 0, err
 	}
 	return h, uint32(level), nil
+}
+
+// prefetch reads the blocks of a multi-get that this node does not hold
+// from the nodes that do, all at once: one round trip to the leader and one
+// to each holder (docs/cluster.md). remote[i] is nil for a block held here
+// or not read; batchBlock then serves or misses it as for one block.
+func (a *API) prefetch(ctx context.Context, ts []target) []*cluster.Remote {
+	remote := make([]*cluster.Remote, len(ts))
+	if a.opts.Cluster == nil {
+		return remote
+	}
+	var keys []block.Key
+	var idx []int
+	for i, t := range ts {
+		if !a.store.Contains(t.key) {
+			keys = append(keys, t.key)
+			idx = append(idx, i)
+		}
+	}
+	if len(keys) == 0 {
+		return remote
+	}
+	ctx, cancel := context.WithTimeout(ctx, batchFetchWait)
+	defer cancel()
+	got, _ := a.opts.Cluster.ReadMany(ctx, keys)
+	for j, i := range idx {
+		remote[i] = got[j]
+	}
+	return remote
+}
+
+// visibleRemote returns r's handle if p may see the block, else releases
+// it and returns nil (a missing frame).
+func (a *API) visibleRemote(p auth.Principal, t target, r *cluster.Remote) *tier.Handle {
+	if needsCheck(p, t) && !canSee(p, t, r.Origin.Info.Meta) {
+		r.Handle.Release()
+		return nil
+	}
+	return r.Handle
 }
 
 // batchFetchWait bounds how long a multi-get waits for one block from
@@ -346,6 +401,13 @@ func (a *API) batchPut(c *gin.Context) {
 	if results == nil {
 		results = []batchPutItem{}
 	}
+	var stored []block.Key
+	for _, r := range results {
+		if r.Status != "error" {
+			stored = append(stored, r.Key)
+		}
+	}
+	a.publish(ctx, stored...)
 	c.JSON(http.StatusOK, batchPutResponse{Results: results})
 }
 
@@ -369,7 +431,7 @@ func (a *API) batchDelete(c *gin.Context) {
 	}
 	res := batchDeleteResponse{Results: make([]batchDeleteItem, len(ts))}
 	for i, t := range ts {
-		err := a.deleteTarget(p, t)
+		err := a.deleteTarget(c.Request.Context(), p, t)
 		switch {
 		case err == nil:
 			res.Deleted++

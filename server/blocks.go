@@ -191,6 +191,7 @@ func (a *API) put(c *gin.Context, t target) {
 		// places the extra replicas.
 		a.opts.Cluster.NoteReplicas(t.key, replicas)
 	}
+	a.publish(ctx, t.key)
 	status := http.StatusOK
 	if res.Created {
 		status = http.StatusCreated
@@ -510,14 +511,17 @@ func (a *API) remove(c *gin.Context, object bool) {
 		a.fail(c, err)
 		return
 	}
-	if err := a.deleteTarget(principal(c), t); err != nil {
+	if err := a.deleteTarget(c.Request.Context(), principal(c), t); err != nil {
 		a.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, deleteResponse{Key: t.key, Deleted: true})
 }
 
-func (a *API) deleteTarget(p auth.Principal, t target) error {
+func (a *API) deleteTarget(ctx context.Context, p auth.Principal, t target) error {
+	if a.opts.Cluster != nil && !a.store.Contains(t.key) {
+		return a.deleteRemote(ctx, p, t)
+	}
 	if needsCheck(p, t) {
 		if _, _, err := a.visible(p, t); err != nil {
 			return err
@@ -529,5 +533,32 @@ func (a *API) deleteTarget(p auth.Principal, t target) error {
 		}
 		return err
 	}
+	if a.opts.Cluster != nil {
+		// Copies elsewhere go too, before the delete is acknowledged.
+		if _, err := a.opts.Cluster.Deleted(ctx, t.key); err != nil {
+			a.log.Warn("server: a delete did not reach every node", "key", t.key, "err", err)
+		}
+	}
 	return nil
+}
+
+// deleteRemote deletes a block this node does not hold from the nodes that
+// do, once it has read it back to check that p may see it.
+func (a *API) deleteRemote(ctx context.Context, p auth.Principal, t target) error {
+	h, _, _, err := a.fetchVisible(ctx, p, t)
+	if err != nil {
+		return err
+	}
+	h.Release()
+	n, err := a.opts.Cluster.Deleted(ctx, t.key)
+	switch {
+	case n > 0:
+		if err != nil {
+			a.log.Warn("server: a delete did not reach every node", "key", t.key, "err", err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: the nodes holding the block did not take the delete; retry", ErrUnavailable)
+	}
+	return notFound(t)
 }

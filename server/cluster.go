@@ -507,6 +507,21 @@ func (a *API) setReplicas(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"key": t.key, "count": req.Count})
 }
 
+// publish registers blocks just stored (or their pins just changed) with
+// the cluster's leader before the request is acknowledged, so a read on
+// any node finds them (docs/cluster.md). A leader that does not take them
+// does not fail the request: the block is stored, its state goes with the
+// next report, and readers ask the nodes directly while the leader's index
+// is incomplete.
+func (a *API) publish(ctx context.Context, keys ...block.Key) {
+	if a.opts.Cluster == nil || len(keys) == 0 {
+		return
+	}
+	if err := a.opts.Cluster.Publish(ctx, keys...); err != nil {
+		a.log.Debug("server: registering blocks with the cluster's leader", "blocks", len(keys), "err", err)
+	}
+}
+
 // readRemote serves a GET or HEAD of a block this node does not hold: it
 // is read from a node that does, over the transfer service.
 func (a *API) readRemote(c *gin.Context, t target, head bool) {

@@ -162,7 +162,22 @@ func (a *API) createContext(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
+	a.publish(c.Request.Context(), a.heldKeys(rec.Keys)...) // the pins
 	c.JSON(http.StatusCreated, a.view(rec))
+}
+
+// heldKeys returns the keys this node holds, for publishing their pins.
+func (a *API) heldKeys(keys []block.Key) []block.Key {
+	if a.opts.Cluster == nil {
+		return nil
+	}
+	var out []block.Key
+	for _, k := range keys {
+		if a.store.Contains(k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // view reports where a context's blocks are. Only blocks recorded under
@@ -234,6 +249,7 @@ func (a *API) patchContext(c *gin.Context) {
 	if err != nil {
 		a.log.Warn("server: re-pinning an extended context", "id", r.ID, "err", err)
 	}
+	a.publish(c.Request.Context(), a.heldKeys(r.Keys)...)
 	c.JSON(http.StatusOK, a.view(r))
 }
 
@@ -247,6 +263,7 @@ func (a *API) deleteContext(c *gin.Context) {
 		a.fail(c, fmt.Errorf("%w: context %s", ErrNotFound, r.ID))
 		return
 	}
+	a.publish(c.Request.Context(), a.heldKeys(r.Keys)...)
 	c.JSON(http.StatusOK, gin.H{"id": r.ID, "deleted": true})
 }
 

@@ -21,8 +21,10 @@ var (
 	descClusterFetchErr = prometheus.NewDesc("yuebing_cluster_fetch_failures_total", "Reads from other nodes that failed.", nil, nil)
 	descClusterFetched  = prometheus.NewDesc("yuebing_cluster_fetched_bytes_total", "Bytes of blocks read from other nodes.", nil, nil)
 	descClusterAdmitted = prometheus.NewDesc("yuebing_cluster_admitted_total", "Blocks read from other nodes and kept here.", nil, nil)
-	descClusterExposed  = prometheus.NewDesc("yuebing_cluster_exposed_total", "Blocks served to other nodes through a transfer segment.", nil, nil)
-	descClusterInlined  = prometheus.NewDesc("yuebing_cluster_inlined_total", "Small blocks served to other nodes inside the expose answer.", nil, nil)
+	descClusterServed   = prometheus.NewDesc("yuebing_cluster_served_total", "Blocks sent to readers on other nodes.", nil, nil)
+	descClusterPublish  = prometheus.NewDesc("yuebing_cluster_published_total", "Blocks registered with the leader before a put was acknowledged.", nil, nil)
+	descClusterPubFail  = prometheus.NewDesc("yuebing_cluster_publish_failures_total", "Put registrations the leader did not take (the put stood).", nil, nil)
+	descClusterPeerAsk  = prometheus.NewDesc("yuebing_cluster_peer_asks_total", "Reads that asked the other nodes directly (no leader, or its index incomplete).", nil, nil)
 	descClusterReports  = prometheus.NewDesc("yuebing_cluster_reports_total", "Store changes reported to the leader.", nil, nil)
 	descClusterResyncs  = prometheus.NewDesc("yuebing_cluster_resyncs_total", "Full-state reports sent to the leader.", nil, nil)
 
@@ -48,7 +50,7 @@ var (
 
 func (nc nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClusterMembers, descClusterLeader, descClusterHasLead, descClusterTerm,
-		descClusterFetches, descClusterFetchErr, descClusterFetched, descClusterAdmitted, descClusterExposed, descClusterInlined,
+		descClusterFetches, descClusterFetchErr, descClusterFetched, descClusterAdmitted, descClusterServed, descClusterPublish, descClusterPubFail, descClusterPeerAsk,
 		descClusterReports, descClusterResyncs, descXferSlices, descXferRetries, descXferPathsDown, descXferDials,
 		descRESPClients, descRESPConns, descRESPRejected, descRESPCommands, descRESPErrors, descRESPHits, descRESPMisses,
 		descRESPNetIn, descRESPNetOut, descCondDecisions, descCondInstances, descCondMigr} {
@@ -83,8 +85,10 @@ func (nc nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descClusterFetchErr, c.FetchFailures)
 		counter(descClusterFetched, c.FetchedBytes)
 		counter(descClusterAdmitted, c.Admitted)
-		counter(descClusterExposed, c.Exposed)
-		counter(descClusterInlined, c.Inlined)
+		counter(descClusterServed, c.Served)
+		counter(descClusterPublish, c.Published)
+		counter(descClusterPubFail, c.PublishFailures)
+		counter(descClusterPeerAsk, c.PeerAsks)
 		counter(descClusterReports, c.Reports)
 		counter(descClusterResyncs, c.Resyncs)
 		if t, ok := cn.TransferStats(); ok {

@@ -325,7 +325,17 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 		if cn := n.clusterNode(); cn != nil {
 			cn.SetNameLookup(func(ns, name string) (cluster.NameInfo, bool) {
 				k, ok := rs.LocalName(ns, name)
-				return cluster.NameInfo{Key: k.Block, Size: k.Size, ExpireAtMs: k.ExpireAtMs}, ok
+				return cluster.NameInfo{Key: k.Block, Size: k.Size, ExpireAtMs: k.ExpireAtMs, Gen: k.Gen}, ok
+			})
+			cn.SetNameOps(func(op cluster.NameOp) cluster.NameOpResult {
+				switch op.Op {
+				case cluster.NameForget:
+					dropped, newer := rs.ForgetLocal(op.Namespace, op.Name, op.Gen, op.From > cn.ID())
+					return cluster.NameOpResult{Done: dropped, Newer: newer}
+				case cluster.NameExpire:
+					return cluster.NameOpResult{Done: rs.ExpireLocal(op.Namespace, op.Name, op.Gen, op.ExpireAtMs)}
+				}
+				return cluster.NameOpResult{}
 			})
 		}
 		rln, err := net.Listen("tcp", n.cfg.RESP.Listen)
@@ -392,7 +402,15 @@ func (c clusterNames) LookupName(ctx context.Context, ns, name string) (resp.Rem
 	if err != nil {
 		return resp.RemoteKey{}, err
 	}
-	return resp.RemoteKey{Block: info.Key, Size: info.Size, ExpireAtMs: info.ExpireAtMs, Node: info.Node}, nil
+	return resp.RemoteKey{Block: info.Key, Size: info.Size, ExpireAtMs: info.ExpireAtMs, Node: info.Node, Gen: info.Gen}, nil
+}
+
+func (c clusterNames) ForgetName(ctx context.Context, ns, name string, gen uint64) (int, bool, error) {
+	return c.n.ForgetName(ctx, ns, name, gen)
+}
+
+func (c clusterNames) ExpireName(ctx context.Context, k resp.RemoteKey, ns, name string, expireAtMs int64) (bool, error) {
+	return c.n.ExpireName(ctx, k.Node, ns, name, k.Gen, expireAtMs)
 }
 
 func (c clusterNames) ReadName(ctx context.Context, k resp.RemoteKey) (*tier.Handle, error) {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,11 +35,19 @@ type cnode struct {
 	name, dir string
 	banner    map[string]string
 	args      []string
+	env       []string
 }
 
 // serveCluster starts `yuebing serve --cluster test` as name with data
 // under dir, on free ports, and waits for its banner.
 func serveCluster(t *testing.T, name, dir string, args ...string) *cnode {
+	t.Helper()
+	return serveClusterEnv(t, name, dir, nil, args...)
+}
+
+// serveClusterEnv is serveCluster with environment variables that override
+// the test's defaults (YUEBING_CLUSTER_REPORT_INTERVAL=50ms).
+func serveClusterEnv(t *testing.T, name, dir string, env []string, args ...string) *cnode {
 	t.Helper()
 	base := []string{"serve", "--cluster", "test", "--node-name", name,
 		"--http-listen", "127.0.0.1:0", "--transfer-listen", "127.0.0.1:0", "--resp-listen", "",
@@ -48,14 +57,16 @@ func serveCluster(t *testing.T, name, dir string, args ...string) *cnode {
 	cmd.Env = append(envWithout("YUEBING_"),
 		"YUEBING_CLUSTER_ETCD_EMBEDDED_PEER_LISTEN=127.0.0.1:0",
 		"YUEBING_CLUSTER_REPORT_INTERVAL=50ms")
+	cmd.Env = append(cmd.Env, env...)
 	nd, banner := start(t, name, cmd, "data")
-	return &cnode{node: nd, name: name, dir: dir, args: args, banner: banner}
+	return &cnode{node: nd, name: name, dir: dir, args: args, env: env, banner: banner}
 }
 
-// restart starts the node again with the same name, data and flags.
+// restart starts the node again with the same name, data, environment and
+// flags.
 func (n *cnode) restart(t *testing.T) *cnode {
 	t.Helper()
-	return serveCluster(t, n.name, n.dir, n.args...)
+	return serveClusterEnv(t, n.name, n.dir, n.env, n.args...)
 }
 
 func (n *cnode) kill(t *testing.T) {
@@ -337,6 +348,13 @@ func TestClusterEmbeddedEtcd(t *testing.T) {
 // etcdServer starts Debian's etcd on free loopback ports.
 func etcdServer(t *testing.T) string {
 	t.Helper()
+	url, _ := etcdProcess(t)
+	return url
+}
+
+// etcdProcess is etcdServer that also returns the process.
+func etcdProcess(t *testing.T) (string, *os.Process) {
+	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		t.Skip("etcd is not installed (apt-get install etcd-server); skipping the external-etcd cluster test")
@@ -367,7 +385,7 @@ func etcdServer(t *testing.T) string {
 		}
 		return ""
 	})
-	return "http://" + client
+	return "http://" + client, cmd.Process
 }
 
 func freePort(t *testing.T) string {
@@ -533,8 +551,25 @@ func respCall(t *testing.T, addr string, args ...string) string {
 	return string(b[:n])
 }
 
-// TestClusterRESPKeys: a Redis key set through one node's front end reads
-// the same through another's, and follows the key's changes there.
+// redisCLI runs Debian's redis-cli against addr and returns its output,
+// trimmed (raw: a value, an integer, OK, or nothing for a null).
+func redisCLI(t *testing.T, addr string, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Skip("redis-cli is not installed (apt-get install redis-tools)")
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	out, err := exec.CommandContext(t.Context(), bin, append([]string{"-h", host, "-p", port}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestClusterRESPKeys: the nodes' Redis front ends are one keyspace: a key
+// set through one reads the same through another, and SET, DEL, EXPIRE and
+// PERSIST through any act on the one key.
 func TestClusterRESPKeys(t *testing.T) {
 	root := t.TempDir()
 	a := serveCluster(t, "a", filepath.Join(root, "a"), "--etcd-embedded", "--etcd-embedded-listen", "127.0.0.1:0", "--resp-listen", "127.0.0.1:0")
@@ -592,13 +627,55 @@ func TestClusterRESPKeys(t *testing.T) {
 	if got := respCall(t, rb, "GET", "chunk@1"); got != "(nil)" {
 		t.Fatalf("GET on b after DEL on a: %.40q", got)
 	}
-	// b's own keys win on b; a still finds its own.
+	// One keyspace: a SET on b replaces a's value on both, a DEL on b
+	// deletes a's key, EXPIRE and PERSIST on b change a's key.
 	respCall(t, rb, "SET", "chunk@2", "from b")
-	if got := respCall(t, rb, "GET", "chunk@2"); got != "from b" {
-		t.Fatalf("GET of b's own key: %q", got)
+	for _, addr := range []string{ra, rb} {
+		if got := respCall(t, addr, "GET", "chunk@2"); got != "from b" {
+			t.Fatalf("GET on %s after a SET on b of a's key: %q", addr, got)
+		}
 	}
-	if got := respCall(t, ra, "GET", "chunk@2"); got != "short" {
-		t.Fatalf("GET of a's own key on a: %q", got)
+	redisCLI(t, ra, "SET", "shared", "v1")
+	if got := redisCLI(t, rb, "EXPIRE", "shared", "100"); got != "1" {
+		t.Fatalf("redis-cli EXPIRE on b of a's key: %q", got)
+	}
+	if got := redisCLI(t, ra, "TTL", "shared"); got != "100" && got != "99" {
+		t.Fatalf("redis-cli TTL on a after EXPIRE on b: %q", got)
+	}
+	if got := redisCLI(t, rb, "PERSIST", "shared"); got != "1" {
+		t.Fatalf("redis-cli PERSIST on b of a's key: %q", got)
+	}
+	if got := redisCLI(t, ra, "TTL", "shared"); got != "-1" {
+		t.Fatalf("redis-cli TTL on a after PERSIST on b: %q", got)
+	}
+	if got := redisCLI(t, rb, "EXISTS", "shared"); got != "1" {
+		t.Fatalf("redis-cli EXISTS on b: %q", got)
+	}
+	if got := redisCLI(t, rb, "DEL", "shared"); got != "1" {
+		t.Fatalf("redis-cli DEL on b of a's key: %q", got)
+	}
+	for _, addr := range []string{ra, rb} {
+		if got := redisCLI(t, addr, "EXISTS", "shared"); got != "0" {
+			t.Fatalf("redis-cli EXISTS on %s after DEL on b: %q", addr, got)
+		}
+	}
+	// SET NX on b sees a's key.
+	redisCLI(t, ra, "SET", "once", "a")
+	if got := redisCLI(t, rb, "SET", "once", "b", "NX"); got != "" {
+		t.Fatalf("SET NX on b of a's key: %q", got)
+	}
+	// Writes of one key on both nodes at once: afterwards both nodes read
+	// the same value, one of the two written.
+	for i := range 20 {
+		key := fmt.Sprintf("race@%d", i)
+		var wg sync.WaitGroup
+		wg.Go(func() { respCall(t, ra, "SET", key, "a") })
+		wg.Go(func() { respCall(t, rb, "SET", key, "b") })
+		wg.Wait()
+		ga, gb := respCall(t, ra, "GET", key), respCall(t, rb, "GET", key)
+		if ga != gb || ga != "a" && ga != "b" {
+			t.Fatalf("%s after SETs on a and b at once: %q on a, %q on b", key, ga, gb)
+		}
 	}
 	if info := respCall(t, rb, "INFO", "stats"); !strings.Contains(info, "keyspace_remote_hits:") {
 		t.Errorf("INFO on b has no keyspace_remote_hits: %.300q", info)
@@ -606,7 +683,8 @@ func TestClusterRESPKeys(t *testing.T) {
 	// A node told to keep to its own keys does not see the others'.
 	c := serveCluster(t, "c", filepath.Join(root, "c"), "--etcd", a.banner["etcd"], "--resp-listen", "127.0.0.1:0", "--resp-local-only")
 	waitCluster(t, a, b, c)
-	if got := respCall(t, strings.TrimPrefix(c.banner["resp"], "redis://"), "GET", "chunk@2"); got != "(nil)" {
+	respCall(t, ra, "SET", "chunk@3", "on a")
+	if got := respCall(t, strings.TrimPrefix(c.banner["resp"], "redis://"), "GET", "chunk@3"); got != "(nil)" {
 		t.Errorf("GET of another node's key on a --resp-local-only node: %q", got)
 	}
 }

@@ -39,6 +39,16 @@ func TestBenchHitrateUsage(t *testing.T) {
 		{[]string{"bench", "hitrate", "--trace", "x", "--capacity", "100"}, "--capacity"},
 		{[]string{"bench", "hitrate", "--trace", "x", "--policy", "lru,nope"}, "--policy"},
 		{[]string{"bench", "pool", "--trace", "x", "--nodes", "0"}, "--nodes"},
+		{[]string{"bench", "e2e"}, "--trace"},
+		{[]string{"bench", "e2e", "--trace", "x", "--engines", "-1"}, "--engines"},
+		{[]string{"bench", "e2e", "--trace", "x", "--scale", "-2"}, "--scale"},
+		{[]string{"bench", "e2e", "--trace", "x", "--layout", "gpt-9"}, "--layout"},
+		{[]string{"engine-sim", "--layout", "gpt-9"}, "--layout"},
+		{[]string{"engine-sim", "--block-tokens", "7"}, "--block-tokens"},
+		{[]string{"engine-sim", "--yuebing", "ftp://x"}, "--yuebing"},
+		{[]string{"engine-sim", "--pool-blocks", "0"}, "--pool-blocks"},
+		{[]string{"engine-sim", "--time-scale", "0"}, "--time-scale"},
+		{[]string{"engine-sim", "--prefill-profile", "/nonexistent/profile.csv"}, "--prefill-profile"},
 	} {
 		cmd := newRootCmd()
 		cmd.SetArgs(tc.args)

@@ -73,7 +73,7 @@ func (c *conn) findRemote(name []byte) *entry {
 	if err != nil {
 		return nil
 	}
-	e := &entry{key: c.sp.name + "\x00" + string(name), space: c.sp, bkey: rk.Block, size: rk.Size, remote: &rk}
+	e := &entry{key: c.sp.name + "\x00" + string(name), space: c.sp, bkey: rk.Block, gen: rk.Gen, size: rk.Size, remote: &rk}
 	e.expireAt.Store(rk.ExpireAtMs)
 	if !e.liveAt(c.s.nowMs()) {
 		return nil
@@ -114,7 +114,7 @@ func (s *Server) LocalName(namespace, name string) (RemoteKey, bool) {
 			return RemoteKey{}, false
 		}
 	}
-	return RemoteKey{Block: e.bkey, Size: e.size, ExpireAtMs: e.expireAt.Load()}, true
+	return RemoteKey{Block: e.bkey, Size: e.size, ExpireAtMs: e.expireAt.Load(), Gen: e.gen}, true
 }
 
 // open finds a key and pins its value. A block that vanished between the
@@ -242,8 +242,15 @@ func cmdExists(c *conn, args [][]byte) error {
 func cmdDel(c *conn, args [][]byte) error {
 	n := 0
 	for _, name := range args[1:] {
+		deleted := false
 		if e := c.find(name); e != nil && c.s.ks.swap(e.key, e, nil) {
 			c.s.store.Delete(e.bkey)
+			deleted = true
+		}
+		if c.deletedHere(name) {
+			deleted = true
+		}
+		if deleted {
 			n++
 		}
 	}

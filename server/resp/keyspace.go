@@ -26,6 +26,7 @@ type entry struct {
 	key    string // namespace + "\x00" + name: the name table's map key
 	space  *space
 	bkey   block.Key
+	gen    uint64 // the value's generation (blockKey); orders writes across nodes
 	size   int64
 	paired bool // see flagPaired
 	// expireAt is the deadline in Unix milliseconds, 0 for none. It is

@@ -52,10 +52,13 @@ type Options struct {
 	// stalled SET has reserved and the block pins a stalled GET holds.
 	// Idle connections between commands are never timed out. Default 30s.
 	StallTimeout time.Duration
-	// Cluster, when set, finds the keys other nodes' front ends hold: a
-	// read (GET, MGET, GETRANGE, STRLEN, EXISTS, TYPE, TTL, PTTL) of a key
-	// this node does not have asks it. Writes and deletes act on this
-	// node's keys only. Nil: the node's own keys only.
+	// Cluster, when set, makes the nodes' front ends one keyspace: a read
+	// (GET, MGET, GETRANGE, STRLEN, EXISTS, TYPE, TTL, PTTL) of a key this
+	// node does not have asks the others; a SET or DEL tells them before it
+	// is acknowledged, so they drop an older value; EXPIRE and PERSIST of
+	// a key another node holds change it there. KEYS, SCAN, DBSIZE and
+	// FLUSHDB stay per node, as in Redis Cluster (docs/resp.md). Nil: the
+	// node's own keys only.
 	Cluster Names
 	// Version is reported as yuebing_version by INFO. Default "devel".
 	Version string
@@ -74,6 +77,15 @@ type Names interface {
 	// ReadName reads the key's block from the node that holds it,
 	// checksum verified.
 	ReadName(ctx context.Context, k RemoteKey) (*tier.Handle, error)
+	// ForgetName tells every other node that namespace/name was written or
+	// deleted here at generation gen, before the command is acknowledged:
+	// each drops a value older than gen. dropped counts those that held
+	// one; newer is true when one holds a later value (this write lost).
+	ForgetName(ctx context.Context, namespace, name string, gen uint64) (dropped int, newer bool, err error)
+	// ExpireName sets the deadline of k, held by another node, to
+	// expireAtMs (0: none; past: delete), if that node still holds k's
+	// generation; it reports whether it did.
+	ExpireName(ctx context.Context, k RemoteKey, namespace, name string, expireAtMs int64) (bool, error)
 }
 
 // RemoteKey is a key held by another node.
@@ -82,6 +94,7 @@ type RemoteKey struct {
 	Size       int64     // the value's length
 	ExpireAtMs int64     // deadline in Unix milliseconds, 0 for none
 	Node       uint32    // the node holding it
+	Gen        uint64    // the value's generation (SET order across nodes)
 }
 
 // minKeyLen is the least room for keys a namespace must leave in a

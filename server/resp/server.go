@@ -167,7 +167,7 @@ func (s *Server) load() uint64 {
 				continue
 			}
 		}
-		e := &entry{key: ck, space: s.ks.space(f.rec.ns), bkey: f.k, size: f.size, paired: f.rec.flags&flagPaired != 0}
+		e := &entry{key: ck, space: s.ks.space(f.rec.ns), bkey: f.k, gen: f.rec.gen, size: f.size, paired: f.rec.flags&flagPaired != 0}
 		e.expireAt.Store(f.rec.expireAt)
 		s.ks.swap(ck, nil, e)
 		if !s.store.Contains(f.k) {

@@ -88,6 +88,7 @@ func (c *conn) newEntry(name []byte, size, expireAt int64) (*entry, tier.PutOpti
 		key:   string(compose(nil, c.sp, name)),
 		space: c.sp,
 		bkey:  blockKey(c.sp.name, name, gen),
+		gen:   gen,
 		size:  size,
 	}
 	if _, isPayload := partner(nil, c.sp, name); !isPayload && c.payloadStored(c.sp, name) {
@@ -279,6 +280,11 @@ func (c *conn) install(name []byte, e *entry, o setOpts, reply bool) error {
 	for {
 		raw := c.s.ks.get(key)
 		cur := c.resolve(raw, name)
+		if cur == nil && (o.nx || o.xx || o.keepTTL) {
+			// The key may live on another node: its value is the one NX,
+			// XX and KEEPTTL see.
+			cur = c.findRemote(name)
+		}
 		if o.nx && cur != nil || o.xx && cur == nil {
 			c.s.store.Delete(e.bkey)
 			return c.setSkipped(name, o)
@@ -288,6 +294,9 @@ func (c *conn) install(name []byte, e *entry, o setOpts, reply bool) error {
 			if h, _, err := c.s.store.Get(c.s.ctx, cur.bkey); err == nil {
 				old = h
 			}
+		}
+		if o.get && cur == nil && c.s.opts.Cluster != nil {
+			old, cur = c.openRemoteValue(name)
 		}
 		if o.keepTTL && cur != nil {
 			e.expireAt.Store(cur.expireAt.Load())
@@ -304,6 +313,7 @@ func (c *conn) install(name []byte, e *entry, o setOpts, reply bool) error {
 		if !c.s.store.Contains(e.bkey) {
 			c.s.ks.swap(e.key, e, nil) // evicted before it was in the table
 		}
+		c.writtenHere(name, e)
 		c.s.stats.sets.Add(1)
 		if !reply {
 			if old != nil {

@@ -65,6 +65,9 @@ func expire(c *conn, args [][]byte, unit int64, name string) error {
 	at := now + n*unit
 	e := c.find(args[1])
 	if e == nil {
+		e = c.findRemote(args[1])
+	}
+	if e == nil {
 		c.writeInt(0)
 		return nil
 	}
@@ -75,6 +78,10 @@ func expire(c *conn, args [][]byte, unit int64, name string) error {
 		return nil
 	case gt && (cur == 0 || at <= cur), lt && cur != 0 && at >= cur:
 		c.writeInt(0)
+		return nil
+	}
+	if e.remote != nil {
+		c.writeInt(c.expireRemote(args[1], e, max(at, 1)))
 		return nil
 	}
 	if at <= now {
@@ -94,7 +101,13 @@ func expire(c *conn, args [][]byte, unit int64, name string) error {
 
 func cmdPersist(c *conn, args [][]byte) error {
 	e := c.find(args[1])
-	if e == nil || e.expireAt.Load() == 0 || !c.s.ks.setExpiry(e, 0) {
+	if e == nil {
+		if e = c.findRemote(args[1]); e != nil && e.expireAt.Load() != 0 {
+			c.writeInt(c.expireRemote(args[1], e, 0))
+			return nil
+		}
+	}
+	if e == nil || e.remote != nil || e.expireAt.Load() == 0 || !c.s.ks.setExpiry(e, 0) {
 		c.writeInt(0)
 		return nil
 	}

@@ -1,0 +1,131 @@
+package adapter_test
+
+import (
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/yuebing/yuebing/adapter"
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/client"
+	"github.com/yuebing/yuebing/internal/servetest"
+)
+
+// BenchmarkLoad measures loading a cached prefix of 16 blocks of the sim-70b
+// layout (80 layers, 512 tokens, 640 KiB a block) from a real node on the
+// same host, against reading the same bytes stored as whole blocks in one
+// multi-get (the cheapest way to get them out of the node), and against the
+// other way to address a layer alone: a ranged GET per layer of a
+// whole-block object. Allocations per op show that block bytes are never
+// copied through the heap.
+func BenchmarkLoad(b *testing.B) {
+	_, url := servetest.Serve(b, "--dram-capacity", "512MiB", "--ssd-capacity", "1GiB")
+	for _, tc := range []struct {
+		preset        string
+		tokens, count int
+	}{{"sim-70b", 512, 16}, {"qwen2-7b", 256, 4}, {"llama-3-8b", 256, 2}} {
+		layout, _ := adapter.Preset(tc.preset, tc.tokens)
+		b.Run(fmt.Sprintf("%s-%dKiB", tc.preset, layout.LayerBytes()>>10), func(b *testing.B) { benchLoad(b, url, layout, tc.count) })
+	}
+}
+
+func benchLoad(b *testing.B, url string, layout adapter.Layout, blocks int) {
+	cl, err := client.New(url, client.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := adapter.New(adapter.Options{Client: cl, Namespace: ns, Layout: layout})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(b.Context())
+	ctx := b.Context()
+	toks := make([]uint32, blocks*layout.BlockTokens)
+	for i := range toks {
+		toks[i] = uint32(i + layout.Layers<<20)
+	}
+	plan, _ := c.Lookup(ctx, toks)
+	src := &pool{layout: layout, mem: make([]byte, int64(blocks)*layout.BlockBytes())}
+	for i, k := range plan.Keys {
+		for l := range layout.Layers {
+			fill(src.Region(i, l), k, l)
+		}
+	}
+	sv := c.Save(plan)
+	for l := range layout.Layers {
+		sv.Layer(l, src)
+	}
+	c.Flush(ctx)
+	if plan, _ = c.Lookup(ctx, toks); plan.HitBlocks != blocks {
+		b.Fatalf("stored %d of %d blocks", plan.HitBlocks, blocks)
+	}
+	// The same bytes as whole-block objects, for the baseline.
+	whole := make([]block.Key, blocks)
+	for i := range whole {
+		whole[i] = block.OpaqueKey(ns, fmt.Appendf(nil, "%s/%d", layout.Name, i))
+		if _, err := cl.Put(ctx, ns, whole[i], src.mem[int64(i)*layout.BlockBytes():int64(i+1)*layout.BlockBytes()]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	dst := &pool{layout: layout, mem: make([]byte, len(src.mem))}
+	total := int64(len(src.mem))
+
+	b.Run("adapter", func(b *testing.B) {
+		b.SetBytes(total)
+		b.ReportAllocs()
+		for b.Loop() {
+			res, _ := c.Load(ctx, plan, dst).Result(ctx)
+			if res.Blocks != blocks {
+				b.Fatal(res.Err)
+			}
+		}
+	})
+	b.Run("adapter-layer-per-request", func(b *testing.B) {
+		c1, _ := adapter.New(adapter.Options{Client: cl, Namespace: ns, Layout: layout, LoadRequestBytes: 1})
+		defer c1.Close(ctx)
+		b.SetBytes(total)
+		b.ReportAllocs()
+		for b.Loop() {
+			res, _ := c1.Load(ctx, plan, dst).Result(ctx)
+			if res.Blocks != blocks {
+				b.Fatal(res.Err)
+			}
+		}
+	})
+	b.Run("whole-blocks-baseline", func(b *testing.B) {
+		b.SetBytes(total)
+		b.ReportAllocs()
+		for b.Loop() {
+			i := 0
+			err := cl.GetBatch(ctx, ns, whole, func(f client.Frame, r io.Reader) error {
+				off := int64(i) * layout.BlockBytes()
+				i++
+				_, err := io.ReadFull(r, dst.mem[off:off+f.Length])
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ranged-get-per-layer", func(b *testing.B) {
+		b.SetBytes(total)
+		b.ReportAllocs()
+		lb := layout.LayerBytes()
+		for b.Loop() {
+			for l := range layout.Layers {
+				for i := range blocks {
+					r, err := cl.Open(ctx, whole[i], client.GetOptions{Offset: int64(l) * lb, Length: lb})
+					if err != nil {
+						b.Fatal(err)
+					}
+					_, err = io.ReadFull(r, dst.Region(i, l))
+					r.Close()
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,168 @@
+package hbmsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/yuebing/yuebing/adapter"
+	"github.com/yuebing/yuebing/rdma"
+)
+
+// ErrRange reports a copy outside a page or a page that is not allocated.
+var ErrRange = errors.New("hbmsim: range outside an allocated page")
+
+// Options size the simulated device.
+type Options struct {
+	// PageBytes is the size of one page. Required.
+	PageBytes int
+	// Pages is how many pages the device holds. Required.
+	Pages int
+	// Name shows in reports. Default "hbmsim".
+	Name string
+}
+
+// Device is simulated HBM in host memory. It is safe for concurrent use.
+type Device struct {
+	opts Options
+	sm   *rdma.SharedMemory
+	mem  []byte
+	mu   struct {
+		sync.Mutex
+		free  []adapter.Page
+		inUse []bool
+	}
+}
+
+var (
+	_ adapter.Device     = (*Device)(nil)
+	_ adapter.HostMapped = (*Device)(nil)
+)
+
+// maxBytes bounds the simulated device: the machine's memory is the real
+// limit, this catches a unit mistake before it asks for terabytes.
+const maxBytes = 1 << 40
+
+// New allocates the device's memory.
+func New(opts Options) (*Device, error) {
+	if opts.Name == "" {
+		opts.Name = "hbmsim"
+	}
+	if opts.PageBytes <= 0 || opts.Pages <= 0 || int64(opts.PageBytes)*int64(opts.Pages) > maxBytes {
+		return nil, fmt.Errorf("%w: hbmsim: %d pages of %d bytes", adapter.ErrInvalid, opts.Pages, opts.PageBytes)
+	}
+	sm, err := rdma.NewSharedMemory(opts.Name, opts.PageBytes*opts.Pages)
+	if err != nil {
+		return nil, fmt.Errorf("hbmsim: %w", err)
+	}
+	d := &Device{opts: opts, sm: sm, mem: sm.Bytes()}
+	d.mu.inUse = make([]bool, opts.Pages)
+	d.mu.free = make([]adapter.Page, opts.Pages)
+	for i := range opts.Pages {
+		// Hand out low pages first: the free list is a stack.
+		d.mu.free[i] = adapter.Page(opts.Pages - 1 - i)
+	}
+	return d, nil
+}
+
+// Close releases the memory. Unregister it from any engine first.
+func (d *Device) Close() error { return d.sm.Close() }
+
+// Name implements adapter.Device.
+func (d *Device) Name() string { return d.opts.Name }
+
+// PageBytes implements adapter.Device.
+func (d *Device) PageBytes() int { return d.opts.PageBytes }
+
+// Pages implements adapter.Device.
+func (d *Device) Pages() int { return d.opts.Pages }
+
+// FreePages is how many pages are not allocated.
+func (d *Device) FreePages() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.mu.free)
+}
+
+// Alloc implements adapter.Device.
+func (d *Device) Alloc(n int) ([]adapter.Page, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("%w: alloc %d pages", adapter.ErrInvalid, n)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n > len(d.mu.free) {
+		return nil, fmt.Errorf("%w: %d pages wanted, %d free", adapter.ErrDeviceFull, n, len(d.mu.free))
+	}
+	k := len(d.mu.free) - n
+	out := make([]adapter.Page, n)
+	for i := range n {
+		out[i] = d.mu.free[len(d.mu.free)-1-i]
+		d.mu.inUse[out[i]] = true
+	}
+	d.mu.free = d.mu.free[:k]
+	return out, nil
+}
+
+// Free implements adapter.Device. Freeing a page twice is a bug.
+func (d *Device) Free(pages ...adapter.Page) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range pages {
+		if p < 0 || int(p) >= d.opts.Pages || !d.mu.inUse[p] {
+			panic(fmt.Sprintf("BUG: hbmsim: freeing page %d that is not allocated", p))
+		}
+		d.mu.inUse[p] = false
+		d.mu.free = append(d.mu.free, p)
+	}
+}
+
+func (d *Device) span(p adapter.Page, off, n int) ([]byte, error) {
+	if p < 0 || int(p) >= d.opts.Pages || off < 0 || n < 0 || off > d.opts.PageBytes || n > d.opts.PageBytes-off {
+		return nil, fmt.Errorf("%w: page %d [%d, +%d) of %d", ErrRange, p, off, n, d.opts.PageBytes)
+	}
+	d.mu.Lock()
+	ok := d.mu.inUse[p]
+	d.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: page %d is free", ErrRange, p)
+	}
+	base := int(p) * d.opts.PageBytes
+	return d.mem[base+off : base+off+n : base+off+n], nil
+}
+
+// CopyIn implements adapter.Device.
+func (d *Device) CopyIn(_ context.Context, p adapter.Page, off int, src []byte) error {
+	dst, err := d.span(p, off, len(src))
+	if err != nil {
+		return err
+	}
+	copy(dst, src)
+	return nil
+}
+
+// CopyOut implements adapter.Device.
+func (d *Device) CopyOut(_ context.Context, dst []byte, p adapter.Page, off int) error {
+	src, err := d.span(p, off, len(dst))
+	if err != nil {
+		return err
+	}
+	copy(dst, src)
+	return nil
+}
+
+// Register implements adapter.Device: the memfd is registered as shared
+// memory, so a same-host peer maps it.
+func (d *Device) Register(e *rdma.Engine, name string) (*rdma.Segment, error) {
+	return e.RegisterShared(name, "hbm:0", d.sm)
+}
+
+// Offset implements adapter.Device.
+func (d *Device) Offset(p adapter.Page) uint64 { return uint64(p) * uint64(d.opts.PageBytes) }
+
+// PageMemory implements adapter.HostMapped.
+func (d *Device) PageMemory(p adapter.Page) []byte {
+	base := int(p) * d.opts.PageBytes
+	return d.mem[base : base+d.opts.PageBytes : base+d.opts.PageBytes]
+}

@@ -1,0 +1,346 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/client"
+)
+
+// Source is where a Save reads the KV the engine computed.
+type Source interface {
+	// CopyLayer copies layer layer of the plan's block blk into dst
+	// (LayerBytes long): a device-to-host copy on a GPU, a memmove here.
+	CopyLayer(blk, layer int, dst []byte) error
+}
+
+// Save collects the layers of one request's new blocks as the prefill
+// completes them. Which blocks are new was decided once, from the request's
+// Plan (dedup by key, once per request rather than per layer). Layer never
+// blocks: the copy goes to staging memory and a bounded queue, or is dropped
+// and counted when either is full. A block is committed (its chained key
+// written) when every one of its layers is stored; a block with a dropped
+// or failed layer is never committed, so no reader sees it.
+//
+// A Save is used by one goroutine (the engine's prefill of the request).
+type Save struct {
+	c      *Connector
+	keys   []block.Key
+	blocks []int // plan indices of the blocks to store
+	done   []atomic.Int32
+	broken []atomic.Bool
+	stored []chan struct{} // per layer, closed when its put returned or it was dropped
+	once   []sync.Once
+}
+
+// Save starts saving the full blocks of plan that the store does not hold.
+func (c *Connector) Save(plan Plan) *Save {
+	s := &Save{c: c, keys: plan.Keys}
+	for i := range plan.Keys {
+		if i < plan.HitBlocks || (i < len(plan.Stored) && plan.Stored[i]) {
+			c.st.deduped.Add(1)
+			continue
+		}
+		s.blocks = append(s.blocks, i)
+	}
+	s.done = make([]atomic.Int32, len(s.blocks))
+	s.broken = make([]atomic.Bool, len(s.blocks))
+	s.stored = make([]chan struct{}, c.layout.Layers)
+	s.once = make([]sync.Once, c.layout.Layers)
+	for i := range s.stored {
+		s.stored[i] = make(chan struct{})
+	}
+	return s
+}
+
+// Stored returns a channel closed once layer l's put has returned, or the
+// layer was dropped (see Broken): the signal a decode instance waits for
+// before reading the layer (Connector.LoadStream).
+func (s *Save) Stored(l int) <-chan struct{} { return s.stored[l] }
+
+// Broken reports whether a layer of the save was dropped or failed, so some
+// block will not be committed.
+func (s *Save) Broken() bool {
+	for i := range s.broken {
+		if s.broken[i].Load() {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Save) markStored(l int) {
+	s.once[l].Do(func() { close(s.stored[l]) })
+}
+
+// Blocks returns the plan indices of the blocks this save stores.
+func (s *Save) Blocks() []int { return s.blocks }
+
+type layerJob struct {
+	s      *Save
+	layer  int
+	chunks [][]byte
+}
+
+// Layer queues layer l of the save's blocks, copied from src. It reports
+// false when the layer was dropped (queue or staging full, connector
+// closed, copy failed); the engine goes on either way.
+func (s *Save) Layer(l int, src Source) (queued bool) {
+	return s.layer(context.Background(), false, l, src)
+}
+
+// LayerWait is Layer for a caller that may wait: it waits, honouring ctx,
+// for staging memory and queue room instead of dropping. An engine's
+// eviction path uses it, where the block would otherwise be lost; the
+// prefill path uses Layer.
+func (s *Save) LayerWait(ctx context.Context, l int, src Source) bool {
+	return s.layer(ctx, true, l, src)
+}
+
+func (s *Save) layer(ctx context.Context, wait bool, l int, src Source) (queued bool) {
+	c := s.c
+	if l < 0 || l >= c.layout.Layers {
+		s.drop()
+		return false
+	}
+	if len(s.blocks) == 0 {
+		s.markStored(l)
+		return true
+	}
+	defer func() {
+		if !queued {
+			s.markStored(l)
+		}
+	}()
+	if c.closed.Load() {
+		s.drop()
+		return false
+	}
+	chunks := c.stage.take(len(s.blocks))
+	for chunks == nil && wait && len(s.blocks) <= c.stage.max {
+		select {
+		case <-c.stage.freed:
+		case <-ctx.Done():
+		case <-c.ctx.Done():
+		}
+		if ctx.Err() != nil || c.ctx.Err() != nil {
+			break
+		}
+		chunks = c.stage.take(len(s.blocks))
+	}
+	if chunks == nil {
+		s.drop()
+		return false
+	}
+	for j, i := range s.blocks {
+		if err := src.CopyLayer(i, l, chunks[j]); err != nil {
+			c.stage.give(chunks)
+			c.opts.Logger.Warn("adapter: copying a layer to save failed", "layer", l, "err", err)
+			s.drop()
+			return false
+		}
+	}
+	job := &layerJob{s: s, layer: l, chunks: chunks}
+	if !c.enqueue(ctx, wait, job) {
+		c.stage.give(chunks)
+		s.drop()
+		return false
+	}
+	return true
+}
+
+// enqueue hands a job to the workers: at once, or with wait until there is
+// room or ctx ends. False when the queue is full or
+// closed.
+func (c *Connector) enqueue(ctx context.Context, wait bool, j *layerJob) bool {
+	// The read lock keeps Close from closing the queue under the send;
+	// Close cancels c.ctx first, so a waiting send gives up.
+	c.queueMu.RLock()
+	defer c.queueMu.RUnlock()
+	if c.closed.Load() {
+		return false
+	}
+	if !wait {
+		select {
+		case c.saves <- j:
+			c.pending.Add(1)
+			return true
+		default:
+			return false
+		}
+	}
+	select {
+	case c.saves <- j:
+		c.pending.Add(1)
+		return true
+	case <-ctx.Done():
+	case <-c.ctx.Done():
+	}
+	return false
+}
+
+func (s *Save) drop() {
+	s.c.st.dropped.Add(1)
+	for i := range s.broken {
+		s.broken[i].Store(true)
+	}
+}
+
+func (c *Connector) saveWorker() {
+	var batch []*layerJob
+	for j := range c.saves {
+		// Coalesce what else is queued into the same multi-put, up to
+		// about LoadRequestBytes: when saves back up, fewer and larger
+		// requests drain them with less work per byte.
+		batch = append(batch[:0], j)
+		frames, bytes := len(j.chunks), int64(len(j.chunks))*c.layout.LayerBytes()
+	more:
+		for bytes < c.opts.LoadRequestBytes {
+			select {
+			case j, ok := <-c.saves:
+				if !ok {
+					break more
+				}
+				batch = append(batch, j)
+				frames += len(j.chunks)
+				bytes += int64(len(j.chunks)) * c.layout.LayerBytes()
+				if frames >= maxFrames/2 {
+					break more
+				}
+			default:
+				break more
+			}
+		}
+		if c.ctx.Err() != nil {
+			for _, j := range batch {
+				c.stage.give(j.chunks)
+				c.st.dropped.Add(1)
+				j.s.markStored(j.layer)
+			}
+		} else {
+			c.runSaves(batch)
+		}
+		c.pending.Add(-int64(len(batch)))
+		clear(batch)
+	}
+}
+
+// runSaves stores the layers of jobs in one multi-put and commits, in a
+// second, the blocks whose last layer this was.
+func (c *Connector) runSaves(jobs []*layerJob) {
+	var items []client.Item
+	for _, j := range jobs {
+		for n, i := range j.s.blocks {
+			items = append(items, client.Item{Key: c.layout.LayerKey(j.s.keys[i], j.layer), Data: j.chunks[n]})
+		}
+	}
+	res, err := c.cl.PutBatch(c.ctx, c.opts.Namespace, items)
+	var commit []client.Item
+	at := 0
+	for _, j := range jobs {
+		s := j.s
+		c.stage.give(j.chunks)
+		for n := range s.blocks {
+			k := at + n
+			ok := err == nil || (k < len(res) && res[k].Err == nil && res[k].Status != "error" && res[k].Status != "")
+			if !ok {
+				s.broken[n].Store(true)
+				continue
+			}
+			c.st.savedLayers.Add(1)
+			c.st.savedBytes.Add(c.layout.LayerBytes())
+			if int(s.done[n].Add(1)) == c.layout.Layers && !s.broken[n].Load() {
+				commit = append(commit, client.Item{Key: s.keys[s.blocks[n]], Data: c.commit})
+			}
+		}
+		at += len(s.blocks)
+		s.markStored(j.layer)
+	}
+	if err != nil {
+		c.st.saveErrors.Add(1)
+		c.opts.Logger.Warn("adapter: saving layers failed", "layers", len(jobs), "err", err)
+	}
+	if len(commit) == 0 {
+		return
+	}
+	res, err = c.cl.PutBatch(c.ctx, c.opts.Namespace, commit)
+	for n := range commit {
+		if err == nil || (n < len(res) && res[n].Err == nil && res[n].Status != "") {
+			c.st.committed.Add(1)
+		}
+	}
+	if err != nil {
+		c.st.saveErrors.Add(1)
+		c.opts.Logger.Warn("adapter: committing blocks failed", "blocks", len(commit), "err", err)
+	}
+}
+
+// staging is the bounded host memory saves copy layers into: a free list of
+// LayerBytes chunks, allocated on first use up to the budget and reused
+// after, so steady-state saves allocate nothing.
+type staging struct {
+	size int64
+	max  int
+	// freed is signalled when chunks come back, for LayerWait.
+	freed chan struct{}
+	mu    struct {
+		sync.Mutex
+		free  [][]byte
+		alloc int
+	}
+}
+
+func newStaging(size, budget int64) *staging {
+	return &staging{size: size, max: int(budget / size), freed: make(chan struct{}, 1)}
+}
+
+// take returns n chunks, or nil when the budget cannot cover them.
+func (s *staging) take(n int) [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.mu.free)+(s.max-s.mu.alloc) < n {
+		return nil
+	}
+	out := make([][]byte, 0, n)
+	for len(out) < n && len(s.mu.free) > 0 {
+		k := len(s.mu.free) - 1
+		out = append(out, s.mu.free[k])
+		s.mu.free = s.mu.free[:k]
+	}
+	for len(out) < n {
+		out = append(out, make([]byte, s.size))
+		s.mu.alloc++
+	}
+	return out
+}
+
+func (s *staging) give(chunks [][]byte) {
+	s.mu.Lock()
+	s.mu.free = append(s.mu.free, chunks...)
+	s.mu.Unlock()
+	select {
+	case s.freed <- struct{}{}:
+	default:
+	}
+}
+
+// Flush waits until the save queue is empty, for tests and orderly
+// shutdowns; it does not stop new saves.
+func (c *Connector) Flush(ctx context.Context) error {
+	// Saves end in network calls of their own; polling their count every
+	// millisecond costs nothing next to them.
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for c.pending.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("adapter: flush: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}

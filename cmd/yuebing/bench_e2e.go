@@ -1,0 +1,108 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/yuebing/yuebing/bench"
+)
+
+func newBenchE2ECmd() *cobra.Command {
+	var (
+		o              bench.E2EOptions
+		asJSON         bool
+		plot, dataDir  string
+		dramCapacity   string
+		layout         string
+		blockTokensArg int
+	)
+	cmd := &cobra.Command{
+		Use:   "e2e",
+		Short: "Replay a trace against engine simulators with and without the yuebing pool; report TTFT",
+		Long: `Replay a sample of a Mooncake trace against --engines engine simulators
+(yuebing engine-sim's engine, in this process) and a real yuebing node, three
+times: no caching (recompute), each engine's own prefix cache (local), and the
+engines' caches plus the yuebing pool through the adapter (pool). Requests are
+routed round robin, the same in every mode. KV bytes are real: every pool hit
+is loaded layer by layer from the node while the layer's compute runs, and
+checked. Whole conversations are sampled (--requests); arrival times are sped
+up to span --duration (or by --scale), and compute runs --compression times
+slower than that (or by --time-scale), so a conversation's next turn still
+comes long after the previous one's first token, as in the trace.
+
+Rows: e2e (one per mode: ttft_mean_s, ttft_p50_s, ttft_p90_s, ttft_p99_s,
+saved_tokens, hit tokens by tier, load and save bytes, overlap_frac = the part
+of load time hidden behind compute; the pool row has baseline local,
+ttft_vs_baseline and ratio = speed-up); adapter_load (a Load of a stored
+prefix against a raw multi-get of the same bytes stored as whole blocks, for
+the run's layout and for Llama-3-8B); disagg (prefill/decode layer
+streaming: hidden_frac of the transfer taken off the critical path).
+
+Without --addr a node is started in this process on a free loopback port.`,
+		Example: `  yuebing bench e2e --trace conversation_trace.jsonl --quick
+  yuebing bench e2e --trace conversation_trace.jsonl --requests 300 --json --plot e2e.png`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Trace == "" {
+				return usageErrorf("--trace is required")
+			}
+			for _, f := range []struct {
+				name string
+				v    int
+			}{{"--engines", o.Engines}, {"--requests", o.Requests}, {"--max-input", o.MaxInput}, {"--max-output", o.MaxOutput}, {"--pool-blocks", o.PoolBlocks}} {
+				if f.v < 0 || f.v > 1<<20 {
+					return usageErrorf("%s: %d, want 1 to 1048576 (0 for the default)", f.name, f.v)
+				}
+			}
+			if o.Scale < 0 || o.TimeScale < 0 || o.Compression < 0 || o.Duration < 0 {
+				return usageErrorf("--scale, --time-scale, --compression and --duration must not be negative")
+			}
+			if layout != "" {
+				l, err := adapterPreset(layout, blockTokensArg)
+				if err != nil {
+					return usageErrorf("--layout: %v", err)
+				}
+				o.Layout = l
+			}
+			if o.Addr == "" {
+				stop, addr, err := startBenchNode(dramCapacity, dataDir, 64<<20, false)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				o.Addr = addr
+			}
+			o.Progress = bench.NewProgress("e2e", bench.E2ETicks(o))
+			res, err := bench.RunE2E(cmd.Context(), o)
+			o.Progress.Done()
+			if err != nil {
+				return err
+			}
+			if plot != "" {
+				if err := bench.PlotE2E(res, plot); err != nil {
+					return err
+				}
+			}
+			return res.Report.Write(cmd.OutOrStdout(), asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Trace, "trace", "", "Mooncake trace file (JSONL) to replay (required)")
+	f.StringVar(&o.Addr, "addr", "", "yuebing node to use, http://host:port (default: start one in this process)")
+	f.IntVar(&o.Engines, "engines", 0, "engine simulators (default 2)")
+	f.IntVar(&o.Requests, "requests", 0, "sample size in requests, whole conversations (default 600; --quick 200)")
+	f.IntVar(&o.MaxInput, "max-input", 0, "leave out prompts longer than this, tokens (default 16384; --quick 8192)")
+	f.IntVar(&o.MaxOutput, "max-output", 0, "cap generated tokens per request (default 16; --quick 4)")
+	f.DurationVar(&o.Duration, "duration", 0, "span of the replay, sets the arrival speed-up (default 60s; --quick 20s)")
+	f.Float64Var(&o.Scale, "scale", 0, "arrival speed-up over the trace's timestamps (default: from --duration)")
+	f.Float64Var(&o.Compression, "compression", 0, "how much faster arrivals run than compute (default 40)")
+	f.Float64Var(&o.TimeScale, "time-scale", 0, "multiply simulated compute times by this (default: --compression / --scale)")
+	f.IntVar(&o.PoolBlocks, "pool-blocks", 0, "each engine's HBM pool in blocks (default 48)")
+	f.StringVar(&layout, "layout", "", "KV layout preset (default sim-70b)")
+	f.IntVar(&blockTokensArg, "block-tokens", 512, "tokens per block of --layout")
+	f.BoolVar(&o.Quick, "quick", false, "a reduced replay that finishes in under two minutes")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
+	f.StringVar(&plot, "plot", "", "also draw the TTFT distributions and token sources to this PNG file")
+	f.StringVar(&dramCapacity, "dram-capacity", "2GiB", "DRAM tier of the in-process node")
+	f.StringVar(&dataDir, "data-dir", "", "data directory of the in-process node (default: a temporary directory)")
+	return cmd
+}

@@ -1,0 +1,40 @@
+package enginesim
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+// FuzzParseCompletion feeds arbitrary bodies to the completion decoder: it
+// returns a request or an ErrInvalid, never panics, and a prompt it accepts
+// is token ids that survive a round trip.
+func FuzzParseCompletion(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt":[1,2,3],"max_tokens":4}`, `{"prompt":[[7,8]]}`, `{"prompt":"hi","stream":true}`,
+		`{"prompt":[-1]}`, `{"prompt":[4294967296]}`, `{"prompt":{}}`, `{"n":2}`, `[]`, `null`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := parseCompletion(body)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v is not ErrInvalid", err)
+			}
+			return
+		}
+		toks, err := parsePrompt(req.Prompt)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v is not ErrInvalid", err)
+			}
+			return
+		}
+		b, _ := json.Marshal(toks)
+		again, err := parsePrompt(b)
+		if err != nil || len(again) != len(toks) {
+			t.Fatalf("accepted prompt %v does not round-trip: %v", toks, err)
+		}
+	})
+}

@@ -1,0 +1,114 @@
+package enginesim
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/yuebing/yuebing/adapter"
+	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/scheduler"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Name shows in responses and metrics. Default "engine-sim".
+	Name string
+	// Model is the model name the OpenAI API reports. Default Layout.Name.
+	Model string
+	// Layout is the model's KV shape. Required.
+	Layout adapter.Layout
+	// Namespace keys the blocks ("tenant/model"); the Connector's must be
+	// the same. Required.
+	Namespace string
+	// Device holds the KV pool, one page per block. Default: an hbmsim
+	// device of PoolBlocks pages (the Engine closes it).
+	Device adapter.Device
+	// PoolBlocks sizes the default device. Default 256.
+	PoolBlocks int
+	// DisablePrefixCache turns the engine's own prefix cache off: every
+	// block not loaded from yuebing is recomputed.
+	DisablePrefixCache bool
+	// Connector, when set, is the yuebing pool: Lookup, Load and Save.
+	Connector *adapter.Connector
+	// Prefill gives the time a prefill of n tokens with a cached prefix of
+	// p takes. Default scheduler.DefaultPrefillModel() (LLaMA3-70B on 8 x
+	// A800).
+	Prefill *scheduler.PrefillModel
+	// TimeScale multiplies every simulated compute time, so a replay fits
+	// a small machine. Default 1.
+	TimeScale float64
+	// DecodeStep is one decode iteration of the running batch, before
+	// TimeScale. Default 30ms, a typical TBT of a 70B model.
+	DecodeStep time.Duration
+	// MaxRunning bounds the decode batch. Default 64.
+	MaxRunning int
+	// MaxWaiting bounds the queue of requests not yet prefilled; more are
+	// refused with ErrOverloaded. Default 256.
+	MaxWaiting int
+	// MaxTokens bounds a request's generated tokens. Default 4096.
+	MaxTokens int
+	// Logger receives load and save problems. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills the zero fields.
+func (o *Options) EnsureDefaults() {
+	if o.Name == "" {
+		o.Name = "engine-sim"
+	}
+	if o.Model == "" {
+		o.Model = o.Layout.Name
+	}
+	if o.PoolBlocks == 0 {
+		o.PoolBlocks = 256
+	}
+	if o.Prefill == nil {
+		o.Prefill = scheduler.DefaultPrefillModel()
+	}
+	if o.TimeScale == 0 {
+		o.TimeScale = 1
+	}
+	if o.DecodeStep == 0 {
+		o.DecodeStep = 30 * time.Millisecond
+	}
+	if o.MaxRunning == 0 {
+		o.MaxRunning = 64
+	}
+	if o.MaxWaiting == 0 {
+		o.MaxWaiting = 256
+	}
+	if o.MaxTokens == 0 {
+		o.MaxTokens = 4096
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports every problem at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if err := o.Layout.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := block.ValidateNamespace(o.Namespace); err != nil {
+		errs = append(errs, fmt.Errorf("%w: Namespace: %w", ErrInvalid, err))
+	}
+	if o.Device != nil && int64(o.Device.PageBytes()) < o.Layout.BlockBytes() {
+		errs = append(errs, fmt.Errorf("%w: device pages of %d bytes hold no block of %d", ErrInvalid, o.Device.PageBytes(), o.Layout.BlockBytes()))
+	}
+	if o.TimeScale < 0 || o.DecodeStep < 0 {
+		errs = append(errs, fmt.Errorf("%w: TimeScale %v and DecodeStep %v must not be negative", ErrInvalid, o.TimeScale, o.DecodeStep))
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"PoolBlocks", o.PoolBlocks}, {"MaxRunning", o.MaxRunning}, {"MaxWaiting", o.MaxWaiting}, {"MaxTokens", o.MaxTokens}} {
+		if f.v < 1 {
+			errs = append(errs, fmt.Errorf("%w: %s %d must be positive", ErrInvalid, f.name, f.v))
+		}
+	}
+	return errors.Join(errs...)
+}
