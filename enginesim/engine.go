@@ -1,6 +1,8 @@
 package enginesim
 
 import (
+	"github.com/yuebing/yuebing/kvevents"
+
 	"context"
 	"errors"
 	"fmt"
@@ -115,6 +117,9 @@ func New(opts Options) (*Engine, error) {
 		e.dev, e.ownDev = d, d
 	}
 	e.pool = newPool(e.dev, !opts.DisablePrefixCache, e.offload)
+	if opts.Events != nil {
+		e.pool.dropped = e.publishRemoved
+	}
 	e.scratch = make([]byte, opts.Layout.LayerBytes())
 	e.check = make([]byte, opts.Layout.LayerBytes())
 	e.mu.tiers = map[string]int64{}
@@ -355,13 +360,18 @@ func (e *Engine) prefill(ctx context.Context, j *Job) bool {
 	// Blocks of this prompt join the prefix cache (promotion into HBM of
 	// what came from below, and what was computed).
 	j.refs = append(j.refs, keys[:m]...)
+	var stored []int
 	for b := m; b < len(keys); b++ {
 		saved := b < plan.HitBlocks || (b < len(plan.Stored) && plan.Stored[b]) || (sv != nil && !sv.Broken())
 		if e.pool.insert(keys[b], all[b], saved || e.conn == nil) {
 			j.refs = append(j.refs, keys[b])
+			stored = append(stored, b)
 		} else {
 			j.private = append(j.private, all[b])
 		}
+	}
+	if e.opts.Events != nil && len(stored) > 0 {
+		e.publishStored(keys, stored, j.req.Tokens, bt)
 	}
 	now := time.Now()
 	j.res.TTFT = now.Sub(j.arrival)
@@ -504,4 +514,44 @@ func (s pageSource) CopyLayer(blk, layer int, dst []byte) error {
 		return errors.New("enginesim: save of a block without a page")
 	}
 	return s.e.dev.CopyOut(context.Background(), dst, s.pages[blk], layer*len(dst))
+}
+
+// engineHash is the engine's own name for a block in its KV events. Like
+// vLLM's, it is the engine's business: routers re-key blocks from their
+// token ids, so the simulator just uses the key's bytes.
+func engineHash(k block.Key) kvevents.Hash { return kvevents.HashBytes(k[:]) }
+
+// publishStored publishes the blocks at indexes stored (ascending) of a
+// prompt's chain as BlockStored events, one per run of consecutive blocks,
+// each with its parent and token ids.
+func (e *Engine) publishStored(keys []block.Key, stored []int, tokens []uint32, bt int) {
+	var evs []kvevents.Event
+	for i := 0; i < len(stored); {
+		j := i + 1
+		for j < len(stored) && stored[j] == stored[j-1]+1 {
+			j++
+		}
+		first, last := stored[i], stored[j-1]
+		ev := kvevents.Event{Kind: kvevents.BlockStored, BlockSize: bt, Medium: "GPU",
+			Tokens: tokens[first*bt : (last+1)*bt]}
+		if first > 0 {
+			ev.Parent = engineHash(keys[first-1])
+		}
+		for b := first; b <= last; b++ {
+			ev.Hashes = append(ev.Hashes, engineHash(keys[b]))
+		}
+		evs = append(evs, ev)
+		i = j
+	}
+	if err := e.opts.Events.Publish(evs); err != nil {
+		e.opts.Logger.Warn("enginesim: publishing KV events", "err", err)
+	}
+}
+
+// publishRemoved publishes an evicted block as BlockRemoved.
+func (e *Engine) publishRemoved(k block.Key) {
+	ev := []kvevents.Event{{Kind: kvevents.BlockRemoved, Hashes: []kvevents.Hash{engineHash(k)}, Medium: "GPU"}}
+	if err := e.opts.Events.Publish(ev); err != nil {
+		e.opts.Logger.Warn("enginesim: publishing KV events", "err", err)
+	}
 }

@@ -1,6 +1,8 @@
 package enginesim
 
 import (
+	"github.com/yuebing/yuebing/kvevents"
+
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +12,12 @@ import (
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/scheduler"
 )
+
+// EventPublisher takes KV events; *kvevents.Publisher is one. Publish is
+// called from the engine's loop and must not block for long.
+type EventPublisher interface {
+	Publish(events []kvevents.Event) error
+}
 
 // Options configure an Engine.
 type Options struct {
@@ -51,6 +59,11 @@ type Options struct {
 	MaxTokens int
 	// Logger receives load and save problems. Default slog.Default().
 	Logger *slog.Logger
+	// Events, if set, receives the engine's KV events as vLLM publishes
+	// them: BlockStored when a prompt's blocks join the prefix cache (with
+	// their token ids and parent), BlockRemoved when the cache evicts them.
+	// A router follows the engine's cache through them.
+	Events EventPublisher
 }
 
 // EnsureDefaults fills the zero fields.

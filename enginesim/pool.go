@@ -18,6 +18,8 @@ type pool struct {
 	entries map[block.Key]*entry
 	lru     *list.List // unreferenced cached entries, least recent at the front
 	evict   func(k block.Key, p adapter.Page)
+	// dropped, if set, hears of every cached block the pool evicts.
+	dropped func(k block.Key)
 	free    int
 }
 
@@ -66,6 +68,9 @@ func (p *pool) alloc(n int) []adapter.Page {
 	for p.free < n && p.lru.Len() > 0 {
 		e := p.lru.Remove(p.lru.Front()).(*entry)
 		delete(p.entries, e.key)
+		if p.dropped != nil {
+			p.dropped(e.key)
+		}
 		if p.evict != nil && !e.saved {
 			p.evict(e.key, e.page)
 		}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/yuebing/yuebing/kvevents"
+
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +24,7 @@ import (
 func newEngineSimCmd() *cobra.Command {
 	var (
 		listen, node, token, namespace, layoutName, profile, name, staging string
+		kvEvents, kvReplay                                                 string
 		blockTokens                                                        int
 		noCache, cluster                                                   bool
 		o                                                                  enginesim.Options
@@ -42,7 +45,11 @@ while the prefill computes, and new blocks are saved as each layer completes.
 KV bytes are real and deterministic from the tokens, and every loaded layer is
 checked. Responses carry a "yuebing" object with the hit tokens by source and
 tier, the load time and how much of it the prefill waited for. See
-docs/adapter.md.`,
+docs/adapter.md.
+
+With --kv-events the engine publishes its prefix cache's changes as vLLM's
+KV events (BlockStored, BlockRemoved) on a ZMQ PUB socket, with a replay
+socket at --kv-replay, for 'yuebing conductor' to route by (docs/conductor.md).`,
 		Example: `  yuebing engine-sim --listen 127.0.0.1:8000 --yuebing http://127.0.0.1:8080
   curl -s 127.0.0.1:8000/v1/completions -d '{"prompt":[1,2,3],"max_tokens":4}'`,
 		Args: cobra.NoArgs,
@@ -100,6 +107,17 @@ docs/adapter.md.`,
 				}()
 				o.Connector = conn
 			}
+			var pub *kvevents.Publisher
+			if kvEvents != "" {
+				pub, err = kvevents.NewPublisher(kvevents.PublisherOptions{Endpoint: kvEvents, Replay: kvReplay, Logger: log})
+				if err != nil {
+					return usageErrorf("--kv-events/--kv-replay: %v", err)
+				}
+				defer pub.Close()
+				o.Events = pub
+			} else if kvReplay != "" {
+				return usageErrorf("--kv-replay needs --kv-events")
+			}
 			e, err := enginesim.New(o)
 			if err != nil {
 				return usageErrorf("%v", err)
@@ -129,6 +147,12 @@ docs/adapter.md.`,
 			} else {
 				fmt.Fprintf(w, "  yuebing    none (engine-local caching only)\n")
 			}
+			if pub != nil {
+				fmt.Fprintf(w, "  kv-events  %s\n", pub.Endpoint())
+				if r := pub.ReplayEndpoint(); r != "" {
+					fmt.Fprintf(w, "  kv-replay  %s\n", r)
+				}
+			}
 			fmt.Fprintf(w, "  ready\n")
 			select {
 			case <-ctx.Done():
@@ -149,6 +173,8 @@ docs/adapter.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:8000", "HTTP address of the OpenAI-compatible API")
+	f.StringVar(&kvEvents, "kv-events", "", "publish vLLM KV events on this ZMQ PUB endpoint, tcp://host:port (port 0 picks one; default: none)")
+	f.StringVar(&kvReplay, "kv-replay", "", "serve KV event replays on this ZMQ ROUTER endpoint, tcp://host:port (with --kv-events)")
 	f.StringVar(&node, "yuebing", "", "yuebing node to use as the KV pool, http://host:port (default: none, engine-local caching only)")
 	f.StringVar(&token, "token", "", "bearer token for the yuebing node")
 	f.BoolVar(&cluster, "cluster", false, "also ask the cluster query for prefixes the node does not hold (admin token)")
