@@ -257,3 +257,129 @@ func TestRouterEndToEnd(t *testing.T) {
 		t.Fatalf("overloaded router: %d, Retry-After %q, %s", st, hdr.Get("Retry-After"), body)
 	}
 }
+
+// simProc is a `yuebing engine-sim` process publishing KV events.
+type simProc struct {
+	*node
+	name, flag string
+}
+
+func startEngineSim(t *testing.T, name string, args ...string) *simProc {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"engine-sim", "--name", name, "--listen", "127.0.0.1:0",
+		"--kv-events", "tcp://127.0.0.1:0", "--kv-replay", "tcp://127.0.0.1:0", "--block-tokens", "16",
+		"--namespace", clusterNS, "--pool-blocks", "64", "--time-scale", "0.01"}, args...)...)
+	cmd.Env = envWithout("YUEBING_")
+	nd, b := start(t, "engine-sim "+name, cmd, "ready")
+	nd.url = b["http"]
+	return &simProc{node: nd, name: name,
+		flag: fmt.Sprintf("id=%s,url=%s,events=%s,replay=%s", name, b["http"], b["kv-events"], b["kv-replay"])}
+}
+
+// direct runs a completion on an engine itself, bypassing the router.
+func (s *simProc) direct(t *testing.T, tokens []uint32) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"model": "sim-70b", "prompt": tokens, "max_tokens": 1})
+	resp, err := http.Post(s.url+"/v1/completions", "application/json", strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("direct completion on %s: %d", s.name, resp.StatusCode)
+	}
+}
+
+// routed runs a completion through the router and returns the status and
+// the engine that answered.
+func routed(t *testing.T, url string, tokens []uint32, maxTokens int) (int, string) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"model": "sim-70b", "prompt": tokens, "max_tokens": maxTokens})
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Logf("router answered %d: %s", resp.StatusCode, raw)
+	}
+	var c struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(raw, &c)
+	_, rest, _ := strings.Cut(c.ID, "cmpl-")
+	eng, _, _ := strings.Cut(rest, "-")
+	return resp.StatusCode, eng
+}
+
+// TestRouterEngineSims runs the router in front of four engine-sim
+// processes that publish vLLM KV events: a prefix cached on an engine
+// draws its requests, the engine's eviction (BlockRemoved) ends that, and
+// an engine killed while answering has the request retried elsewhere.
+func TestRouterEngineSims(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs engine processes")
+	}
+	var sims []*simProc
+	args := []string{"--listen", "127.0.0.1:0", "--model", "sim-70b", "--namespace", clusterNS,
+		"--probe-interval", "100ms", "--speculative-ttl", "100ms"}
+	for i := range 4 {
+		s := startEngineSim(t, fmt.Sprintf("e%d", i), "--decode-step", "100ms", "--time-scale", "1")
+		sims = append(sims, s)
+		args = append(args, "--engine", s.flag)
+	}
+	url := startRouter(t, args[2:]...)
+
+	// e2 caches a prompt (run on it directly): requests sharing the prefix
+	// go to e2, although e0 comes first among equals.
+	shared := promptTokens(5, 8)
+	waitFor(t, 30*time.Second, "e2's events to reach the router", func() string {
+		sims[2].direct(t, shared)
+		if n := metric(t, url, `yuebing_router_events_total{engine="e2",kind="stored"}`); n < 1 {
+			return fmt.Sprintf("%v stored events", n)
+		}
+		return ""
+	})
+	for i := range 3 {
+		time.Sleep(150 * time.Millisecond) // past the speculative TTL: only events count
+		if st, eng := routed(t, url, append(slices.Clone(shared), uint32(i)), 1); st != 200 || eng != "e2" {
+			t.Fatalf("request %d sharing e2's prefix: %d from %q", i, st, eng)
+		}
+	}
+	// e2 evicts it: 64 blocks of other prompts fill its cache.
+	for i := range 8 {
+		sims[2].direct(t, promptTokens(uint32(100+i), 8))
+	}
+	waitFor(t, 30*time.Second, "the router to stop preferring e2", func() string {
+		time.Sleep(150 * time.Millisecond)
+		if st, eng := routed(t, url, shared, 1); st != 200 || eng == "e2" {
+			return fmt.Sprintf("answered %d by %q", st, eng)
+		}
+		return ""
+	})
+	if n := metric(t, url, `yuebing_router_events_total{engine="e2",kind="removed"}`); n < 1 {
+		t.Fatalf("%v removed events from e2", n)
+	}
+
+	// e0 is killed while generating: the request is placed again.
+	done := make(chan [2]any, 1)
+	go func() {
+		st, eng := routed(t, url, promptTokens(9, 2), 30) // 30 steps of 100 ms
+		done <- [2]any{st, eng}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	sims[0].cmd.Process.Kill()
+	select {
+	case r := <-done:
+		if r[0] != 200 || r[1] == "e0" || r[1] == "" {
+			t.Fatalf("after e0 was killed: %v from %q", r[0], r[1])
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the request outlived the retry")
+	}
+	if n := metric(t, url, "yuebing_router_retries_total"); n < 1 {
+		t.Fatalf("%v retries", n)
+	}
+}
