@@ -50,12 +50,39 @@ func (s *Staging) Upload(ctx context.Context, ld *Load, l int, dev Device, pages
 		return 0, fmt.Errorf("%w: %d blocks landed, %d pages, staging for %d", ErrInvalid, n, len(pages), s.blocks)
 	}
 	off := l * int(s.layout.LayerBytes())
+	if bc, ok := dev.(BatchCopier); ok && n > 0 {
+		spans := make([]Span, n)
+		for b := range n {
+			spans[b] = Span{Page: pages[b], Off: off, Src: s.Region(b, l)}
+		}
+		if err := bc.CopyInBatch(ctx, spans); err != nil {
+			return 0, fmt.Errorf("adapter: upload of layer %d to %s: %w", l, dev.Name(), err)
+		}
+		return n, lerr
+	}
 	for b := range n {
 		if err := dev.CopyIn(ctx, pages[b], off, s.Region(b, l)); err != nil {
 			return b, fmt.Errorf("adapter: upload of block %d layer %d to %s: %w", b, l, dev.Name(), err)
 		}
 	}
 	return n, lerr
+}
+
+// Span is one host-to-device copy of a batch: Src to page Page at Off.
+type Span struct {
+	Page Page
+	Off  int
+	Src  []byte
+}
+
+// BatchCopier is the optional capability of a Device that queues many
+// copies and waits for them once (a GPU stream): a synchronous copy per
+// block and layer costs a round trip to the device each, which at 64 KiB a
+// layer is most of the time. Upload uses it for a layer's blocks.
+type BatchCopier interface {
+	// CopyInBatch copies every span and returns when all have landed; on
+	// error, which landed is unknown.
+	CopyInBatch(ctx context.Context, spans []Span) error
 }
 
 // PageSource is a Source reading a Save's layers out of device pages: the

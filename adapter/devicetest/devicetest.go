@@ -22,6 +22,53 @@ func Run(t *testing.T, open Open) {
 	t.Run("Copies", func(t *testing.T) { copies(t, open) })
 	t.Run("Ranges", func(t *testing.T) { ranges(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { concurrent(t, open) })
+	t.Run("Batch", func(t *testing.T) { batch(t, open) })
+}
+
+// batch checks adapter.BatchCopier, for devices that have it.
+func batch(t *testing.T, open Open) {
+	ctx := context.Background()
+	const pb = 16 << 10
+	d := open(t, pb, 4)
+	bc, ok := d.(adapter.BatchCopier)
+	if !ok {
+		t.Skipf("%s copies one span at a time", d.Name())
+	}
+	pages, err := d.Alloc(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 3*pb)
+	pattern(want, 42)
+	var spans []adapter.Span
+	for i, p := range pages {
+		// Two halves per page, the second queued first.
+		page := want[i*pb : (i+1)*pb]
+		spans = append(spans, adapter.Span{Page: p, Off: pb / 2, Src: page[pb/2:]}, adapter.Span{Page: p, Off: 0, Src: page[:pb/2]})
+	}
+	spans = append(spans, adapter.Span{Page: pages[0], Off: 0, Src: nil})
+	if err := bc.CopyInBatch(ctx, spans); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, pb)
+	for i, p := range pages {
+		if err := d.CopyOut(ctx, got, p, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want[i*pb:(i+1)*pb]) {
+			t.Fatalf("page %d: batch copy read back differs", p)
+		}
+	}
+	free := adapter.Page(3)
+	if err := bc.CopyInBatch(ctx, []adapter.Span{{Page: pages[0], Src: got}, {Page: free, Src: got}}); err == nil {
+		t.Error("a batch with a span into a free page did not fail")
+	}
+	if err := bc.CopyInBatch(ctx, []adapter.Span{{Page: pages[0], Off: 1, Src: got}}); err == nil {
+		t.Error("a batch with a span past the page did not fail")
+	}
+	if err := bc.CopyInBatch(ctx, nil); err != nil {
+		t.Errorf("an empty batch: %v", err)
+	}
 }
 
 // pattern fills b with bytes that differ by page, offset and seed, so a copy

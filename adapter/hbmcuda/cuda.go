@@ -7,11 +7,13 @@ package hbmcuda
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef int CUresult;
 typedef int CUdevice;
 typedef void *CUcontext;
 typedef unsigned long long CUdeviceptr;
+typedef void *CUstream;
 
 static CUresult (*p_cuInit)(unsigned int);
 static CUresult (*p_cuDeviceGetCount)(int *);
@@ -24,6 +26,10 @@ static CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t);
 static CUresult (*p_cuMemFree)(CUdeviceptr);
 static CUresult (*p_cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
 static CUresult (*p_cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+static CUresult (*p_cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+static CUresult (*p_cuStreamCreate)(CUstream *, unsigned int);
+static CUresult (*p_cuStreamDestroy)(CUstream);
+static CUresult (*p_cuStreamSynchronize)(CUstream);
 static CUresult (*p_cuMemHostAlloc)(void **, size_t, unsigned int);
 static CUresult (*p_cuMemFreeHost)(void *);
 static CUresult (*p_cuGetErrorName)(CUresult, const char **);
@@ -49,6 +55,10 @@ static int yb_open(char *err, int n) {
 	SYM(p_cuMemFree, "cuMemFree_v2");
 	SYM(p_cuMemcpyHtoD, "cuMemcpyHtoD_v2");
 	SYM(p_cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+	SYM(p_cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+	SYM(p_cuStreamCreate, "cuStreamCreate");
+	SYM(p_cuStreamDestroy, "cuStreamDestroy_v2");
+	SYM(p_cuStreamSynchronize, "cuStreamSynchronize");
 	SYM(p_cuMemHostAlloc, "cuMemHostAlloc");
 	SYM(p_cuMemFreeHost, "cuMemFreeHost");
 	SYM(p_cuGetErrorName, "cuGetErrorName");
@@ -93,6 +103,23 @@ static CUresult yb_dtoh(CUcontext ctx, void *dst, CUdeviceptr src, size_t n) {
 	CUresult r = p_cuCtxSetCurrent(ctx);
 	return r ? r : p_cuMemcpyDtoH(dst, src, n);
 }
+// yb_htod_batch queues n copies on stream s and waits for them all.
+static CUresult yb_htod_batch(CUcontext ctx, CUstream s, int n, const CUdeviceptr *dst, const uintptr_t *src, const size_t *len) {
+	CUresult r = p_cuCtxSetCurrent(ctx);
+	for (int i = 0; i < n && !r; i++) r = p_cuMemcpyHtoDAsync(dst[i], (const void *)src[i], len[i], s);
+	CUresult w = p_cuStreamSynchronize(s);
+	return r ? r : w;
+}
+// Non-blocking (1): the stream does not wait for work on the legacy
+// default stream.
+static CUresult yb_stream(CUcontext ctx, CUstream *s) {
+	CUresult r = p_cuCtxSetCurrent(ctx);
+	return r ? r : p_cuStreamCreate(s, 1);
+}
+static CUresult yb_stream_destroy(CUcontext ctx, CUstream s) {
+	CUresult r = p_cuCtxSetCurrent(ctx);
+	return r ? r : p_cuStreamDestroy(s);
+}
 // Portable (1): the pinned memory serves every context.
 static CUresult yb_host_alloc(CUcontext ctx, void **p, size_t n) {
 	CUresult r = p_cuCtxSetCurrent(ctx);
@@ -109,6 +136,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -183,7 +211,10 @@ type Device struct {
 	dev   C.CUdevice
 	ctx   C.CUcontext
 	base  C.CUdeviceptr
-	mu    struct {
+	// streams holds idle CUDA streams for CopyInBatch, one per batch in
+	// flight.
+	streams chan C.CUstream
+	mu      struct {
 		sync.Mutex
 		free   []adapter.Page
 		inUse  []bool
@@ -191,7 +222,13 @@ type Device struct {
 	}
 }
 
-var _ adapter.Device = (*Device)(nil)
+var (
+	_ adapter.Device      = (*Device)(nil)
+	_ adapter.BatchCopier = (*Device)(nil)
+)
+
+// maxStreams bounds the streams (and batches in flight) of one device.
+const maxStreams = 8
 
 // New allocates the pool on GPU opts.Ordinal.
 func New(opts Options) (*Device, error) {
@@ -220,6 +257,7 @@ func New(opts Options) (*Device, error) {
 		}
 		return nil, err
 	}
+	d.streams = make(chan C.CUstream, maxStreams)
 	d.mu.inUse = make([]bool, opts.Pages)
 	d.mu.free = make([]adapter.Page, opts.Pages)
 	for i := range opts.Pages {
@@ -236,7 +274,11 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.mu.closed = true
-	err := check("cuMemFree", C.yb_free(d.ctx, d.base))
+	var errs []error
+	for len(d.streams) > 0 {
+		errs = append(errs, check("cuStreamDestroy", C.yb_stream_destroy(d.ctx, <-d.streams)))
+	}
+	err := errors.Join(append(errs, check("cuMemFree", C.yb_free(d.ctx, d.base)))...)
 	return errors.Join(err, check("releasing the primary context", C.yb_release(d.dev)))
 }
 
@@ -316,6 +358,53 @@ func (d *Device) CopyOut(_ context.Context, dst []byte, p adapter.Page, off int)
 		return err
 	}
 	return check("cuMemcpyDtoH", C.yb_dtoh(d.ctx, unsafe.Pointer(&dst[0]), src, C.size_t(len(dst))))
+}
+
+// CopyInBatch implements adapter.BatchCopier: the copies are queued on one
+// stream and waited for once.
+func (d *Device) CopyInBatch(ctx context.Context, spans []adapter.Span) error {
+	n := len(spans)
+	if n == 0 {
+		return ctx.Err()
+	}
+	dst := make([]C.CUdeviceptr, 0, n)
+	src := make([]C.uintptr_t, 0, n)
+	size := make([]C.size_t, 0, n)
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	for _, s := range spans {
+		a, err := d.at(s.Page, s.Off, len(s.Src))
+		if err != nil {
+			return err
+		}
+		if len(s.Src) == 0 {
+			continue
+		}
+		// The stream reads src after this call's cgo checks: pinned,
+		// the memory stays put and alive until the sync.
+		pin.Pin(&s.Src[0])
+		dst = append(dst, a)
+		src = append(src, C.uintptr_t(uintptr(unsafe.Pointer(&s.Src[0]))))
+		size = append(size, C.size_t(len(s.Src)))
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	var st C.CUstream
+	select {
+	case st = <-d.streams:
+	default:
+		if err := check("cuStreamCreate", C.yb_stream(d.ctx, &st)); err != nil {
+			return err
+		}
+	}
+	err := check("cuMemcpyHtoDAsync", C.yb_htod_batch(d.ctx, st, C.int(len(dst)), &dst[0], &src[0], &size[0]))
+	select {
+	case d.streams <- st:
+	default:
+		C.yb_stream_destroy(d.ctx, st)
+	}
+	return err
 }
 
 // Register implements adapter.Device. Registering HBM with a NIC is
