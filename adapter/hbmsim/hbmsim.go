@@ -36,8 +36,9 @@ type Device struct {
 }
 
 var (
-	_ adapter.Device     = (*Device)(nil)
-	_ adapter.HostMapped = (*Device)(nil)
+	_ adapter.Device      = (*Device)(nil)
+	_ adapter.HostMapped  = (*Device)(nil)
+	_ adapter.BatchCopier = (*Device)(nil)
 )
 
 // maxBytes bounds the simulated device: the machine's memory is the real
@@ -140,6 +141,23 @@ func (d *Device) CopyIn(_ context.Context, p adapter.Page, off int, src []byte) 
 	}
 	copy(dst, src)
 	return nil
+}
+
+// CopyInBatch implements adapter.BatchCopier. Every span is checked before
+// any is copied, so a bad batch changes nothing.
+func (d *Device) CopyInBatch(ctx context.Context, spans []adapter.Span) error {
+	dsts := make([][]byte, len(spans))
+	for i, s := range spans {
+		dst, err := d.span(s.Page, s.Off, len(s.Src))
+		if err != nil {
+			return err
+		}
+		dsts[i] = dst
+	}
+	for i, s := range spans {
+		copy(dsts[i], s.Src)
+	}
+	return ctx.Err()
 }
 
 // CopyOut implements adapter.Device.

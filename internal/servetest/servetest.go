@@ -25,10 +25,16 @@ var build struct {
 }
 
 // Binary returns the path of a yuebing binary built from this module, built
-// on the first call. It skips the test when the go tool is missing.
+// on the first call. $YUEBING_TEST_BINARY names a binary built beforehand
+// instead, for test binaries run on a machine without the go tool (a GPU
+// machine running the "cuda" tests).
 func Binary(t testing.TB) string {
 	t.Helper()
 	build.once.Do(func() {
+		if p := os.Getenv("YUEBING_TEST_BINARY"); p != "" {
+			build.path = p
+			return
+		}
 		dir, err := os.MkdirTemp("", "yuebing-servetest-")
 		if err != nil {
 			build.err = err

@@ -1,0 +1,102 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+)
+
+// Staging is a Target in host memory for devices the host cannot address
+// (a GPU's HBM without GPUDirect): a Load lands in it, and Upload copies each
+// layer to the device's pages as soon as it has landed, so the engine still
+// starts layer l while later layers are on the wire. Layers are stored
+// layer-major (every block of layer 0, then layer 1, ...), so one layer is one
+// contiguous range: a real engine uploads it with one copy per block from
+// pinned memory.
+type Staging struct {
+	layout Layout
+	blocks int
+	mem    []byte
+}
+
+// NewStaging lays out blocks blocks of layout over mem, which must hold
+// blocks x BlockBytes bytes (pinned memory on a GPU, so host-to-device
+// copies run at the bus's speed).
+func NewStaging(layout Layout, blocks int, mem []byte) (*Staging, error) {
+	if err := layout.Validate(); err != nil {
+		return nil, err
+	}
+	need := int64(blocks) * layout.BlockBytes()
+	if blocks < 0 || int64(len(mem)) < need {
+		return nil, fmt.Errorf("%w: staging for %d blocks needs %d bytes, have %d", ErrInvalid, blocks, need, len(mem))
+	}
+	return &Staging{layout: layout, blocks: blocks, mem: mem[:need:need]}, nil
+}
+
+// Region implements Target.
+func (s *Staging) Region(blk, layer int) []byte {
+	n := s.layout.LayerBytes()
+	off := (int64(layer)*int64(s.blocks) + int64(blk)) * n
+	return s.mem[off : off+n : off+n]
+}
+
+// Upload waits until layer l of ld has landed in s, then copies that layer of
+// its valid blocks into pages (the plan's block i goes to pages[i], at the
+// layer's offset in the page) and returns how many blocks it copied. A Load
+// cut short uploads the blocks that are good and returns the Load's error
+// with them: the engine recomputes the rest, never reads a partial block.
+func (s *Staging) Upload(ctx context.Context, ld *Load, l int, dev Device, pages []Page) (int, error) {
+	n, lerr := ld.Wait(ctx, l)
+	if n > len(pages) || n > s.blocks {
+		return 0, fmt.Errorf("%w: %d blocks landed, %d pages, staging for %d", ErrInvalid, n, len(pages), s.blocks)
+	}
+	off := l * int(s.layout.LayerBytes())
+	if bc, ok := dev.(BatchCopier); ok && n > 0 {
+		spans := make([]Span, n)
+		for b := range n {
+			spans[b] = Span{Page: pages[b], Off: off, Src: s.Region(b, l)}
+		}
+		if err := bc.CopyInBatch(ctx, spans); err != nil {
+			return 0, fmt.Errorf("adapter: upload of layer %d to %s: %w", l, dev.Name(), err)
+		}
+		return n, lerr
+	}
+	for b := range n {
+		if err := dev.CopyIn(ctx, pages[b], off, s.Region(b, l)); err != nil {
+			return b, fmt.Errorf("adapter: upload of block %d layer %d to %s: %w", b, l, dev.Name(), err)
+		}
+	}
+	return n, lerr
+}
+
+// Span is one host-to-device copy of a batch: Src to page Page at Off.
+type Span struct {
+	Page Page
+	Off  int
+	Src  []byte
+}
+
+// BatchCopier is the optional capability of a Device that queues many
+// copies and waits for them once (a GPU stream): a synchronous copy per
+// block and layer costs a round trip to the device each, which at 64 KiB a
+// layer is most of the time. Upload uses it for a layer's blocks.
+type BatchCopier interface {
+	// CopyInBatch copies every span and returns when all have landed; on
+	// error, which landed is unknown.
+	CopyInBatch(ctx context.Context, spans []Span) error
+}
+
+// PageSource is a Source reading a Save's layers out of device pages: the
+// plan's block i lives in Pages[i], layer l at l x LayerBytes in it.
+type PageSource struct {
+	Dev    Device
+	Pages  []Page
+	Layout Layout
+}
+
+// CopyLayer implements Source.
+func (p PageSource) CopyLayer(blk, layer int, dst []byte) error {
+	if blk < 0 || blk >= len(p.Pages) {
+		return fmt.Errorf("%w: block %d of %d pages", ErrInvalid, blk, len(p.Pages))
+	}
+	return p.Dev.CopyOut(context.Background(), dst, p.Pages[blk], layer*int(p.Layout.LayerBytes()))
+}
