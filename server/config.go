@@ -146,8 +146,10 @@ type Limits struct {
 	MaxJSONBytes ByteSize `yaml:"max_json_bytes"`
 	// MaxInflightBytes bounds the block bytes that requests in flight may
 	// hold in the Go heap: bodies on their way to the SSD tier and copies
-	// read from it. A request that cannot get its share within
-	// QueueTimeout is answered 429. Default 1GiB.
+	// read from it. One budget serves the node's front ends together: HTTP
+	// requests, the Redis front end's values and reads, and blocks fetched
+	// from other nodes. A request that cannot get its share within
+	// QueueTimeout is answered 429 (HTTP) or -ERR (Redis). Default 1GiB.
 	MaxInflightBytes ByteSize `yaml:"max_inflight_bytes"`
 	// MaxConnections bounds open HTTP connections; more wait in the
 	// kernel's accept queue. Default 4096.
@@ -156,7 +158,7 @@ type Limits struct {
 	// answer included. Default 60s.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
 	// QueueTimeout is how long a request waits for its share of
-	// MaxInflightBytes before a 429. Default 1s.
+	// MaxInflightBytes before it is refused. Default 1s.
 	QueueTimeout time.Duration `yaml:"queue_timeout"`
 	// ShutdownTimeout bounds draining requests in flight and flushing DRAM
 	// to SSD on shutdown. Default 30s.

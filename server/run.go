@@ -22,6 +22,7 @@ import (
 	"github.com/yuebing/yuebing/router"
 	"github.com/yuebing/yuebing/scheduler"
 	"github.com/yuebing/yuebing/server/auth"
+	"github.com/yuebing/yuebing/server/budget"
 	"github.com/yuebing/yuebing/server/resp"
 	"github.com/yuebing/yuebing/server/staging"
 	"github.com/yuebing/yuebing/tier"
@@ -34,6 +35,7 @@ type Node struct {
 	cfg      Config
 	log      *slog.Logger
 	store    *tier.Hierarchy
+	budget   *budget.Budget // limits.max_inflight_bytes, shared by every front end
 	api      *API
 	resp     *resp.Server    // nil when resp.listen is empty
 	cluster  *clusterParts   // nil when the node runs alone
@@ -107,6 +109,10 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: logger, store: store, failed: make(chan error, 1)}
+	if n.budget, err = NewBudget(cfg.Limits); err != nil {
+		store.Close()
+		return nil, err
+	}
 	if cfg.Cluster.Enabled() {
 		if n.cluster, err = newCluster(cfg, store, n); err != nil {
 			store.Close()
@@ -114,7 +120,7 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 	apiOpts := APIOptions{
-		Store: store, Tokens: tokens, Limits: cfg.Limits, Contexts: cfg.Contexts,
+		Store: store, Tokens: tokens, Limits: cfg.Limits, Budget: n.budget, Contexts: cfg.Contexts,
 		ContextsFile: filepath.Join(cfg.DataDir, "contexts.json"), Logger: logger,
 		Version: cfg.Version, NodeName: cfg.Cluster.NodeName, Registry: prometheus.NewRegistry(),
 		HistoryInterval: cfg.Console.HistoryInterval,
@@ -312,7 +318,7 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 	if n.cfg.RESP.Listen != "" {
 		ropts := resp.Options{
 			Store: n.store, Tokens: tokens, MaxValueSize: int64(n.cfg.Limits.MaxBlockSize),
-			Logger: n.log, Version: n.cfg.Version,
+			Logger: n.log, Version: n.cfg.Version, Budget: n.budget.User(budgetRESP),
 		}
 		if cn := n.clusterNode(); cn != nil && !n.cfg.Cluster.RESPLocalOnly {
 			ropts.Cluster = clusterNames{cn}

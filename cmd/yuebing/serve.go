@@ -92,7 +92,7 @@ func (s *serveFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.maxBlockSize, "max-block-size", "", "largest block (default 256MiB)")
 	f.IntVar(&s.maxBatchKeys, "max-batch-keys", 0, "most keys in one batch call or context (default 4096)")
 	f.StringVar(&s.maxBatchBytes, "max-batch-bytes", "", "most block bytes in one multi-put or multi-get (default 256MiB)")
-	f.StringVar(&s.maxInflight, "max-inflight-bytes", "", "heap bytes requests in flight may hold; more get 429 (default 1GiB)")
+	f.StringVar(&s.maxInflight, "max-inflight-bytes", "", "heap bytes requests in flight may hold, HTTP, Redis and cluster reads together; more get 429 or -ERR (default 1GiB)")
 	f.DurationVar(&s.requestTimeout, "request-timeout", 0, "time limit of one request (default 60s)")
 	f.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 0, "time limit for draining requests, and again for flushing, on shutdown (default 30s)")
 	f.DurationVar(&s.maxTTL, "max-context-ttl", 0, "longest context TTL (default 24h)")
