@@ -104,10 +104,15 @@ type DRAMConfig struct {
 	EagerChecksum bool `yaml:"eager_checksum"`
 	// Prefault populates the whole arena before the node starts serving:
 	// start-up takes longer and the arena is resident at once. Default
-	// false: the arena is populated in the background right after start,
-	// so early puts may still meet page faults, which cost far more than
-	// the copy on virtual machines (docs/benchmarks.md).
+	// false: the arena's memory is committed as blocks are stored, so an
+	// idle node stays small, and first puts into fresh pages meet page
+	// faults, which cost far more than the copy on virtual machines
+	// (docs/benchmarks.md).
 	Prefault bool `yaml:"prefault"`
+	// PrefaultBackground populates the whole arena in the background right
+	// after start: start-up stays instant and the arena becomes resident
+	// within seconds. Ignored with Prefault. Default false.
+	PrefaultBackground bool `yaml:"prefault_background"`
 }
 
 // SSDConfig configures the SSD tier, kept under DataDir/ssd.

@@ -274,7 +274,8 @@ func openStore(cfg Config, logger *slog.Logger) (*tier.Hierarchy, error) {
 	maxBlock := int64(cfg.Limits.MaxBlockSize)
 	d, err := dram.New(dram.Options{
 		Capacity: int64(cfg.DRAM.Capacity), MaxBlockSize: min(maxBlock, int64(cfg.DRAM.Capacity)),
-		Policy: cfg.DRAM.Policy, EagerChecksum: cfg.DRAM.EagerChecksum, Prefault: cfg.DRAM.Prefault, Logger: logger,
+		Policy: cfg.DRAM.Policy, EagerChecksum: cfg.DRAM.EagerChecksum, Prefault: cfg.DRAM.Prefault,
+		BackgroundPrefault: cfg.DRAM.PrefaultBackground, Logger: logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: dram tier: %w", err)

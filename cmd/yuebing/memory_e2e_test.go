@@ -264,3 +264,18 @@ func TestRESPInflightBudget(t *testing.T) {
 	}
 	n.stop(t, syscall.SIGTERM)
 }
+
+// TestIdleRSS: a node with the default 4 GiB arena and no prefault asked
+// for commits no arena memory while idle: its RSS stays small.
+func TestIdleRSS(t *testing.T) {
+	n := serve(t, t.TempDir(), "--dram-capacity", "4GiB", "--resp-listen", "127.0.0.1:0", "--log-level", "warn")
+	// Long enough for a background prefault to have populated gigabytes,
+	// were one running.
+	time.Sleep(2 * time.Second)
+	rss := procStatus(t, n.cmd.Process.Pid, "VmRSS")
+	t.Logf("idle RSS %d MiB with a 4 GiB arena", rss>>20)
+	if rss >= 200<<20 {
+		t.Fatalf("idle RSS %d MiB, want under 200 MiB", rss>>20)
+	}
+	n.stop(t, syscall.SIGTERM)
+}

@@ -67,6 +67,7 @@ type serveFlags struct {
 	clusterToken, advHTTP, advTransfer       string
 	advRESP, admit                           string
 	etcdEmbedded, respLocalOnly              bool
+	dramPrefaultBackground                   bool
 	leaseTTL                                 time.Duration
 	shmListen                                string
 	flags                                    *pflag.FlagSet
@@ -84,7 +85,8 @@ func (s *serveFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.ssdCapacity, "ssd-capacity", "", "SSD tier size, e.g. 64GiB (default min(64GiB, 50% of free disk))")
 	f.StringVar(&s.dramPolicy, "dram-policy", "lru", "DRAM eviction policy")
 	f.StringVar(&s.ssdCompression, "ssd-compression", "none", "SSD compression: none, s2 or zstd")
-	f.BoolVar(&s.dramPrefault, "dram-prefault", false, "touch the whole DRAM arena at start (slower start, faster first puts)")
+	f.BoolVar(&s.dramPrefault, "dram-prefault", false, "touch the whole DRAM arena at start (slower start, faster first puts; the whole arena is resident at once)")
+	f.BoolVar(&s.dramPrefaultBackground, "dram-prefault-background", false, "touch the whole DRAM arena in the background after start (instant start; the whole arena is resident within seconds)")
 	f.BoolVar(&s.ssdNoSync, "ssd-no-sync", false, "acknowledge SSD writes before they are flushed to the device")
 	f.StringVar(&s.tokensFile, "auth-tokens-file", "", "YAML file of bearer tokens: token: {tenant: NAME, role: admin|tenant}")
 	f.BoolVar(&s.insecure, "insecure", false, "allow a non-loopback listener without authentication")
@@ -186,6 +188,9 @@ func (s *serveFlags) config(cmd *cobra.Command) (server.Config, error) {
 	}
 	if changed("dram-prefault") {
 		cfg.DRAM.Prefault = s.dramPrefault
+	}
+	if changed("dram-prefault-background") {
+		cfg.DRAM.PrefaultBackground = s.dramPrefaultBackground
 	}
 	if changed("ssd-no-sync") {
 		cfg.SSD.NoSync = s.ssdNoSync
