@@ -41,13 +41,19 @@ type Config struct {
 	Insecure bool `yaml:"insecure"`
 	// DataDir holds the SSD tier and the contexts file. Default
 	// ./yuebing-data.
-	DataDir   string          `yaml:"data_dir"`
-	DRAM      DRAMConfig      `yaml:"dram"`
-	SSD       SSDConfig       `yaml:"ssd"`
-	Auth      AuthConfig      `yaml:"auth"`
-	Limits    Limits          `yaml:"limits"`
-	Contexts  ContextsConfig  `yaml:"contexts"`
-	Conductor ConductorConfig `yaml:"conductor"`
+	DataDir string `yaml:"data_dir"`
+	// DataDirLockWait bounds how long start-up waits for another process
+	// holding DataDir (its yuebing.lock) to let it go, as a node killed a
+	// moment ago does while the kernel tears it down; past it the node
+	// refuses to start, naming the holder's pid and command line. Default
+	// 10s.
+	DataDirLockWait time.Duration   `yaml:"data_dir_lock_wait"`
+	DRAM            DRAMConfig      `yaml:"dram"`
+	SSD             SSDConfig       `yaml:"ssd"`
+	Auth            AuthConfig      `yaml:"auth"`
+	Limits          Limits          `yaml:"limits"`
+	Contexts        ContextsConfig  `yaml:"contexts"`
+	Conductor       ConductorConfig `yaml:"conductor"`
 	// Router puts the embedded conductor in front of inference engines as
 	// an OpenAI-compatible router (/v1/completions, /v1/chat/completions,
 	// /v1/models); no engines means none.
@@ -342,6 +348,9 @@ func (c *Config) EnsureDefaults() {
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
 	}
+	if c.DataDirLockWait == 0 {
+		c.DataDirLockWait = 10 * time.Second
+	}
 	if c.DRAM.Capacity == 0 {
 		c.DRAM.Capacity = ByteSize(defaultDRAMCapacity())
 	}
@@ -532,7 +541,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		field string
 		v     time.Duration
-	}{{"limits.request_timeout", l.RequestTimeout}, {"limits.queue_timeout", l.QueueTimeout}, {"limits.shutdown_timeout", l.ShutdownTimeout}, {"contexts.max_ttl", c.Contexts.MaxTTL}} {
+	}{{"limits.request_timeout", l.RequestTimeout}, {"limits.queue_timeout", l.QueueTimeout}, {"limits.shutdown_timeout", l.ShutdownTimeout}, {"contexts.max_ttl", c.Contexts.MaxTTL}, {"data_dir_lock_wait", c.DataDirLockWait}} {
 		if d.v <= 0 {
 			bad(d.field, "%v: want a positive duration like 30s or 5m", d.v)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yuebing/yuebing/cluster"
+	"github.com/yuebing/yuebing/internal/dirlock"
 	"github.com/yuebing/yuebing/router"
 	"github.com/yuebing/yuebing/scheduler"
 	"github.com/yuebing/yuebing/server/auth"
@@ -34,6 +35,7 @@ import (
 type Node struct {
 	cfg      Config
 	log      *slog.Logger
+	lock     *dirlock.Lock // DataDir's, held from start to the store's close
 	store    *tier.Hierarchy
 	budget   *budget.Budget // limits.max_inflight_bytes, shared by every front end
 	api      *API
@@ -104,11 +106,29 @@ func Start(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data_dir: %w", err)
 	}
+	// The lock comes before anything in the directory is opened: a node
+	// killed a moment ago still holds its files (pebble's LOCK among them)
+	// until the kernel has torn it down.
+	lock, err := dirlock.Acquire(context.Background(), cfg.DataDir, dirlock.Options{
+		Wait: cfg.DataDirLockWait,
+		Waiting: func(h *dirlock.HeldError) {
+			logger.Warn("server: data_dir is in use; waiting for its holder to exit", "dir", h.Dir, "pid", h.PID, "cmdline", h.Cmdline, "wait", h.Waited)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: data_dir: %w (data_dir_lock_wait, --data-dir-lock-wait)", err)
+	}
+	started := false
+	defer func() {
+		if !started {
+			lock.Release()
+		}
+	}()
 	store, err := openStore(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: logger, store: store, failed: make(chan error, 1)}
+	n := &Node{cfg: cfg, log: logger, store: store, lock: lock, failed: make(chan error, 1)}
 	if n.budget, err = NewBudget(cfg.Limits); err != nil {
 		store.Close()
 		return nil, err
@@ -215,6 +235,7 @@ func Start(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, err
 	}
+	started = true
 	n.banner(tokens)
 	for _, s := range n.services {
 		n.wg.Go(func() {
@@ -517,6 +538,9 @@ func (n *Node) shutdown() error {
 	n.log.Info("server: flushed DRAM blocks to SSD", "blocks", moved, "took", time.Since(start).Round(time.Millisecond), "err", err)
 	if err := n.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("server: closing the store: %w", err))
+	}
+	if err := n.lock.Release(); err != nil {
+		errs = append(errs, fmt.Errorf("server: data_dir: %w", err))
 	}
 	n.log.Info("server: stopped")
 	return errors.Join(errs...)

@@ -68,6 +68,7 @@ type serveFlags struct {
 	advRESP, admit                           string
 	etcdEmbedded, respLocalOnly              bool
 	dramPrefaultBackground                   bool
+	dataDirLockWait                          time.Duration
 	leaseTTL                                 time.Duration
 	shmListen                                string
 	flags                                    *pflag.FlagSet
@@ -81,6 +82,7 @@ func (s *serveFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.transferListen, "transfer-listen", server.DefaultTransferListen, "transfer service address host:port; empty disables")
 	f.StringVar(&s.shmListen, "shm-listen", "auto", "unix socket handing same-host clients shared-memory segments: a path, @abstract, or auto; empty disables")
 	f.StringVar(&s.dataDir, "data-dir", server.DefaultDataDir, "directory of the SSD tier and the contexts file")
+	f.DurationVar(&s.dataDirLockWait, "data-dir-lock-wait", 0, "how long to wait for another process holding --data-dir to exit before refusing to start (default 10s)")
 	f.StringVar(&s.dramCapacity, "dram-capacity", "", "DRAM tier size, e.g. 4GiB (default min(4GiB, 25% of RAM))")
 	f.StringVar(&s.ssdCapacity, "ssd-capacity", "", "SSD tier size, e.g. 64GiB (default min(64GiB, 50% of free disk))")
 	f.StringVar(&s.dramPolicy, "dram-policy", "lru", "DRAM eviction policy")
@@ -188,6 +190,9 @@ func (s *serveFlags) config(cmd *cobra.Command) (server.Config, error) {
 	}
 	if changed("dram-prefault") {
 		cfg.DRAM.Prefault = s.dramPrefault
+	}
+	if changed("data-dir-lock-wait") {
+		cfg.DataDirLockWait = s.dataDirLockWait
 	}
 	if changed("dram-prefault-background") {
 		cfg.DRAM.PrefaultBackground = s.dramPrefaultBackground
