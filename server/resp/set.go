@@ -252,8 +252,9 @@ func (c *conn) setStreamed(name []byte, size int64, rest func() (setOpts, string
 // rewrite copies the just-written block of e into a new generation whose
 // record carries e's deadline, which was not known when the value started
 // streaming, so that the deadline survives a restart. It costs one copy of
-// the value; if the store cannot make room for it, e is kept and its
-// deadline holds while the server runs.
+// the value; if the store cannot make room for it, or the in-flight budget
+// for the copy when the value sits below DRAM, e is kept and its deadline
+// holds while the server runs.
 func (c *conn) rewrite(name []byte, e *entry) *entry {
 	release, msg := c.s.admitRead(e.bkey, e.size)
 	if msg != "" {
