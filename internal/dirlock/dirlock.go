@@ -127,11 +127,19 @@ func writeHolder(f *os.File) error {
 func readHolder(f *os.File) (pid int, cmdline string) {
 	var buf [4096]byte
 	n, _ := f.ReadAt(buf[:], 0)
-	for line := range strings.SplitSeq(string(buf[:n]), "\n") {
+	return parseHolder(buf[:n])
+}
+
+// parseHolder parses a lock file's contents; unknown or malformed lines
+// are ignored, so a torn or foreign file yields 0 and "".
+func parseHolder(b []byte) (pid int, cmdline string) {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		k, v, _ := strings.Cut(line, " ")
 		switch k {
 		case "pid":
-			pid, _ = strconv.Atoi(v)
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				pid = n
+			}
 		case "cmdline":
 			cmdline = v
 		}

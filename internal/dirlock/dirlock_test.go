@@ -144,3 +144,24 @@ func TestEmptyLockFile(t *testing.T) {
 	}
 	l.Release()
 }
+
+func FuzzParseHolder(f *testing.F) {
+	f.Add([]byte("pid 1234\ncmdline yuebing serve --data-dir /data\n"))
+	f.Add([]byte(""))
+	f.Add([]byte("pid -5\ncmdline\n"))
+	f.Add([]byte("pid 99999999999999999999\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		pid, cmdline := parseHolder(in)
+		if pid < 0 || strings.Contains(cmdline, "\n") {
+			t.Fatalf("parseHolder(%q) = %d, %q", in, pid, cmdline)
+		}
+		if pid == 0 {
+			return
+		}
+		// What parses re-parses the same once written back.
+		p2, c2 := parseHolder([]byte("pid " + strconv.Itoa(pid) + "\ncmdline " + cmdline + "\n"))
+		if p2 != pid || c2 != cmdline {
+			t.Fatalf("round trip of %d %q: %d %q", pid, cmdline, p2, c2)
+		}
+	})
+}
