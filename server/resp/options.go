@@ -49,8 +49,8 @@ type Options struct {
 	// sent. A value the budget cannot admit within its bounded wait is
 	// answered "-ERR ..." naming the limit and read and discarded through
 	// the connection's buffer (never held), so the connection stays usable;
-	// such a GET is answered the same way. Nil: no bound beyond
-	// MaxValueSize per connection.
+	// such a GET is answered the same way (an MGET element is nil). Nil:
+	// no bound beyond MaxValueSize per connection.
 	Budget *budget.User
 	// MaxArgs is the largest multibulk count accepted; a larger one is a
 	// protocol error. Default 1<<20.
