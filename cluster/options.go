@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,6 +69,11 @@ type Options struct {
 	// MaxFetchBytes bounds the heap bytes of blocks being fetched from other
 	// nodes and served without being admitted. Default 256 MiB.
 	MaxFetchBytes int64
+	// Budget, when set, is the node's in-flight byte budget, shared with
+	// its front ends: a fetched block's bytes are charged to it as well as
+	// to MaxFetchBytes, from before they are read until the last handle on
+	// them is released. Nil: MaxFetchBytes alone bounds them.
+	Budget Budget
 	// Admit is AdmitAlways, AdmitSecondHit (default) or AdmitNever.
 	Admit string
 	// RecentFetches is how many fetched keys second-hit admission
@@ -224,4 +230,14 @@ func tierLevelName(store *tier.Hierarchy, level int) string {
 		return ts[level].Name()
 	}
 	return "remote"
+}
+
+// Budget is a byte budget shared with other parts of the process (the
+// server's in-flight budget). Both methods return the function that gives
+// the bytes back.
+type Budget interface {
+	// Acquire takes n bytes, waiting a bounded time for them.
+	Acquire(ctx context.Context, n int64) (func(), error)
+	// TryAcquire takes n bytes if they are free now.
+	TryAcquire(n int64) (func(), bool)
 }

@@ -199,8 +199,13 @@ func (n *Node) readFrom(ctx context.Context, holder uint32, keys []block.Key) ([
 		if err != nil {
 			return out, err
 		}
+		giveBack, ok, err := n.charge(ctx, w, i == 0)
+		if !ok {
+			n.bytes.Release(w)
+			return out, err
+		}
 		buf := getBuf(int(f.Size))
-		ref := &fetchRef{n: n, w: w, buf: buf}
+		ref := &fetchRef{n: n, w: w, buf: buf, budget: giveBack}
 		ref.refs.Store(1)
 		if _, err := io.ReadFull(br, buf); err != nil {
 			ref.Release()
@@ -223,6 +228,25 @@ func (n *Node) readFrom(ctx context.Context, holder uint32, keys []block.Key) ([
 		out[i] = &Remote{Handle: tier.NewHandle(buf, f.Checksum, ref), Origin: o}
 	}
 	return out, nil
+}
+
+// charge takes w bytes from the node's shared budget, if it has one. The
+// first block of a read may wait the budget's bounded wait; later ones take
+// what is free now, as with MaxFetchBytes. ok false with a nil error: the
+// rest of the batch is read another time.
+func (n *Node) charge(ctx context.Context, w int64, first bool) (giveBack func(), ok bool, err error) {
+	if n.opts.Budget == nil {
+		return func() {}, true, nil
+	}
+	if !first {
+		giveBack, ok = n.opts.Budget.TryAcquire(w)
+		return giveBack, ok, nil
+	}
+	giveBack, err = n.opts.Budget.Acquire(ctx, w)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	return giveBack, true, nil
 }
 
 // send posts a JSON request to member m's internal API with client c and

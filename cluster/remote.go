@@ -287,10 +287,11 @@ func (n *Node) fetchFrom(ctx context.Context, key block.Key, holder uint32) (*ti
 // fetchRef gives a fetched block's bytes back to the budget, and its
 // buffer to the pool, when the last handle on them is released.
 type fetchRef struct {
-	n    *Node
-	w    int64
-	buf  []byte
-	refs atomic.Int32
+	n      *Node
+	w      int64
+	buf    []byte
+	budget func() // gives w back to Options.Budget
+	refs   atomic.Int32
 }
 
 func (r *fetchRef) Retain() { r.refs.Add(1) }
@@ -300,6 +301,7 @@ func (r *fetchRef) Release() {
 		putBuf(r.buf)
 		r.buf = nil
 		r.n.bytes.Release(r.w)
+		r.budget()
 	}
 }
 

@@ -16,11 +16,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/cluster"
 	"github.com/yuebing/yuebing/server/auth"
+	"github.com/yuebing/yuebing/server/budget"
 	"github.com/yuebing/yuebing/server/console"
 	"github.com/yuebing/yuebing/server/staging"
 	"github.com/yuebing/yuebing/tier"
@@ -40,6 +40,10 @@ type APIOptions struct {
 	Tokens *auth.Tokens
 	// Limits; zero fields take Limits' defaults.
 	Limits Limits
+	// Budget bounds the block bytes requests hold in the heap, shared with
+	// the node's other front ends. Default: a budget of its own of
+	// Limits.MaxInflightBytes, waiting Limits.QueueTimeout.
+	Budget *budget.Budget
 	// Contexts bounds the context cache; zero fields take defaults.
 	Contexts ContextsConfig
 	// ContextsFile persists contexts across restarts; "" keeps them in
@@ -81,8 +85,7 @@ type API struct {
 	v1       *gin.RouterGroup
 	contexts *contextStore
 	metrics  *metrics
-	budget   *semaphore.Weighted // MaxInflightBytes
-	inflight atomic.Int64        // bytes held from budget
+	budget   *budget.User // the HTTP front end's share of the node's budget
 	draining atomic.Bool
 	log      *slog.Logger
 	started  time.Time
@@ -116,12 +119,19 @@ func NewAPI(opts APIOptions) (*API, error) {
 	if opts.NodeName == "" {
 		opts.NodeName, _ = os.Hostname()
 	}
+	if opts.Budget == nil {
+		b, err := NewBudget(opts.Limits)
+		if err != nil {
+			return nil, err
+		}
+		opts.Budget = b
+	}
 	a := &API{
 		opts:    opts,
 		store:   opts.Store,
 		tokens:  opts.Tokens,
 		limits:  opts.Limits,
-		budget:  semaphore.NewWeighted(int64(opts.Limits.MaxInflightBytes)),
+		budget:  opts.Budget.User(budgetHTTP),
 		log:     opts.Logger,
 		started: opts.Now(),
 	}
@@ -324,31 +334,14 @@ func principal(c *gin.Context) auth.Principal {
 // reserve takes n bytes of the in-flight budget, waiting at most
 // QueueTimeout, and returns the function that gives them back.
 func (a *API) reserve(ctx context.Context, n int64) (func(), error) {
-	if n <= 0 {
-		return func() {}, nil
+	release, err := a.budget.Acquire(ctx, n)
+	switch {
+	case errors.Is(err, budget.ErrTooLarge):
+		return nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
+	case errors.Is(err, budget.ErrExhausted):
+		return nil, fmt.Errorf("%w: %v", ErrOverloaded, err)
 	}
-	if n > int64(a.limits.MaxInflightBytes) {
-		return nil, fmt.Errorf("%w: %d bytes exceed limits.max_inflight_bytes", ErrTooLarge, n)
-	}
-	if !a.budget.TryAcquire(n) {
-		wctx, cancel := context.WithTimeout(ctx, a.limits.QueueTimeout)
-		err := a.budget.Acquire(wctx, n)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, fmt.Errorf("%w: %d bytes of requests are in flight; retry later", ErrOverloaded, a.inflight.Load())
-		}
-	}
-	a.inflight.Add(n)
-	var done atomic.Bool
-	return func() {
-		if !done.Swap(true) {
-			a.inflight.Add(-n)
-			a.budget.Release(n)
-		}
-	}, nil
+	return release, err
 }
 
 // decodeJSON reads a JSON request body of at most MaxJSONBytes into v.

@@ -822,9 +822,9 @@ func TestSSDReadsAndMetrics(t *testing.T) {
 	}
 	// The handler gives the budget back after the last byte is sent,
 	// which may be just after the client has it.
-	for deadline := time.Now().Add(5 * time.Second); n.api.inflight.Load() != 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); n.api.budget.Budget().InUse() != 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("budget not given back: %d", n.api.inflight.Load())
+			t.Fatalf("budget not given back: %d", n.api.budget.Budget().InUse())
 		}
 	}
 	metrics, err := c.Metrics(ctx)

@@ -274,7 +274,7 @@ func newCluster(cfg Config, store *tier.Hierarchy, n *Node) (*clusterParts, erro
 		Cluster: cc.Name, NodeName: cc.NodeName, Endpoints: endpoints, Token: token,
 		TransferListen: cfg.Transfer.Listen, LeaseTTL: cc.LeaseTTL, ReportInterval: cc.ReportInterval,
 		Admit: cc.Admit, MaxFetchBytes: int64(cc.MaxFetchBytes), MaxPending: cc.MaxPending,
-		Logger: n.log,
+		Budget: n.budget.User(budgetCluster), Logger: n.log,
 	}
 	ropts.Replication.HotHits = uint32(cc.HotHits)
 	ropts.Replication.MaxReplicas = cc.MaxReplicas

@@ -41,13 +41,19 @@ type Config struct {
 	Insecure bool `yaml:"insecure"`
 	// DataDir holds the SSD tier and the contexts file. Default
 	// ./yuebing-data.
-	DataDir   string          `yaml:"data_dir"`
-	DRAM      DRAMConfig      `yaml:"dram"`
-	SSD       SSDConfig       `yaml:"ssd"`
-	Auth      AuthConfig      `yaml:"auth"`
-	Limits    Limits          `yaml:"limits"`
-	Contexts  ContextsConfig  `yaml:"contexts"`
-	Conductor ConductorConfig `yaml:"conductor"`
+	DataDir string `yaml:"data_dir"`
+	// DataDirLockWait bounds how long start-up waits for another process
+	// holding DataDir (its yuebing.lock) to let it go, as a node killed a
+	// moment ago does while the kernel tears it down; past it the node
+	// refuses to start, naming the holder's pid and command line. Default
+	// 10s.
+	DataDirLockWait time.Duration   `yaml:"data_dir_lock_wait"`
+	DRAM            DRAMConfig      `yaml:"dram"`
+	SSD             SSDConfig       `yaml:"ssd"`
+	Auth            AuthConfig      `yaml:"auth"`
+	Limits          Limits          `yaml:"limits"`
+	Contexts        ContextsConfig  `yaml:"contexts"`
+	Conductor       ConductorConfig `yaml:"conductor"`
 	// Router puts the embedded conductor in front of inference engines as
 	// an OpenAI-compatible router (/v1/completions, /v1/chat/completions,
 	// /v1/models); no engines means none.
@@ -104,10 +110,15 @@ type DRAMConfig struct {
 	EagerChecksum bool `yaml:"eager_checksum"`
 	// Prefault populates the whole arena before the node starts serving:
 	// start-up takes longer and the arena is resident at once. Default
-	// false: the arena is populated in the background right after start,
-	// so early puts may still meet page faults, which cost far more than
-	// the copy on virtual machines (docs/benchmarks.md).
+	// false: the arena's memory is committed as blocks are stored, so an
+	// idle node stays small, and first puts into fresh pages meet page
+	// faults, which cost far more than the copy on virtual machines
+	// (docs/benchmarks.md).
 	Prefault bool `yaml:"prefault"`
+	// PrefaultBackground populates the whole arena in the background right
+	// after start: start-up stays instant and the arena becomes resident
+	// within seconds. Ignored with Prefault. Default false.
+	PrefaultBackground bool `yaml:"prefault_background"`
 }
 
 // SSDConfig configures the SSD tier, kept under DataDir/ssd.
@@ -146,8 +157,10 @@ type Limits struct {
 	MaxJSONBytes ByteSize `yaml:"max_json_bytes"`
 	// MaxInflightBytes bounds the block bytes that requests in flight may
 	// hold in the Go heap: bodies on their way to the SSD tier and copies
-	// read from it. A request that cannot get its share within
-	// QueueTimeout is answered 429. Default 1GiB.
+	// read from it. One budget serves the node's front ends together: HTTP
+	// requests, the Redis front end's values and reads, and blocks fetched
+	// from other nodes. A request that cannot get its share within
+	// QueueTimeout is answered 429 (HTTP) or -ERR (Redis). Default 1GiB.
 	MaxInflightBytes ByteSize `yaml:"max_inflight_bytes"`
 	// MaxConnections bounds open HTTP connections; more wait in the
 	// kernel's accept queue. Default 4096.
@@ -156,7 +169,7 @@ type Limits struct {
 	// answer included. Default 60s.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
 	// QueueTimeout is how long a request waits for its share of
-	// MaxInflightBytes before a 429. Default 1s.
+	// MaxInflightBytes before it is refused. Default 1s.
 	QueueTimeout time.Duration `yaml:"queue_timeout"`
 	// ShutdownTimeout bounds draining requests in flight and flushing DRAM
 	// to SSD on shutdown. Default 30s.
@@ -334,6 +347,9 @@ func DefaultConfig() Config {
 func (c *Config) EnsureDefaults() {
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
+	}
+	if c.DataDirLockWait == 0 {
+		c.DataDirLockWait = 10 * time.Second
 	}
 	if c.DRAM.Capacity == 0 {
 		c.DRAM.Capacity = ByteSize(defaultDRAMCapacity())
@@ -525,7 +541,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		field string
 		v     time.Duration
-	}{{"limits.request_timeout", l.RequestTimeout}, {"limits.queue_timeout", l.QueueTimeout}, {"limits.shutdown_timeout", l.ShutdownTimeout}, {"contexts.max_ttl", c.Contexts.MaxTTL}} {
+	}{{"limits.request_timeout", l.RequestTimeout}, {"limits.queue_timeout", l.QueueTimeout}, {"limits.shutdown_timeout", l.ShutdownTimeout}, {"contexts.max_ttl", c.Contexts.MaxTTL}, {"data_dir_lock_wait", c.DataDirLockWait}} {
 		if d.v <= 0 {
 			bad(d.field, "%v: want a positive duration like 30s or 5m", d.v)
 		}

@@ -23,6 +23,7 @@
 //
 // Memory is bounded by configuration: block bodies stream into the store,
 // heap copies (bodies bound for SSD, blocks read from it) are charged to
-// Limits.MaxInflightBytes, JSON bodies, batches and connections have
-// limits of their own, and requests time out.
+// Limits.MaxInflightBytes, one budget (server/budget) that the Redis front
+// end and the cluster read path draw on too; JSON bodies, batches and
+// connections have limits of their own, and requests time out.
 package server

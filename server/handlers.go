@@ -346,7 +346,7 @@ func (a *API) getStats(c *gin.Context) {
 
 func (a *API) stats() statsResponse {
 	return statsResponse{
-		Store: a.store.Stats(), Contexts: a.contexts.len(), InflightBytes: a.inflight.Load(),
+		Store: a.store.Stats(), Contexts: a.contexts.len(), InflightBytes: a.budget.Budget().InUse(),
 		UptimeSeconds: a.opts.Now().Sub(a.started).Seconds(),
 		Node:          a.opts.NodeName, Version: a.opts.Version, Requests: a.metrics.requests.Load(),
 	}

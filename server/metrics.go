@@ -47,7 +47,7 @@ func newMetrics(reg *prometheus.Registry, a *API) (*metrics, error) {
 		}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.duration, m.bytesIn, m.bytesOut, m.inflight, &storeCollector{a: a},
+		m.duration, m.bytesIn, m.bytesOut, m.inflight, &storeCollector{a: a}, budgetCollector{a.budget.Budget()},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
 		if err := reg.Register(c); err != nil {
@@ -102,13 +102,12 @@ var (
 	descDropped     = prometheus.NewDesc("yuebing_store_dropped_demotions_total", "Evicted blocks dropped because the demotion queue was full.", nil, nil)
 	descIndex       = prometheus.NewDesc("yuebing_store_index_bytes", "Memory of the block index.", nil, nil)
 	descContexts    = prometheus.NewDesc("yuebing_contexts", "Live contexts.", nil, nil)
-	descInflight    = prometheus.NewDesc("yuebing_inflight_bytes", "Block bytes held in the heap by requests in flight.", nil, nil)
 )
 
 func (s *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHits, descMisses, descCap, descUsed, descBlocks, descPinned, descPuts, descDeletes,
 		descEvict, descCorrupt, descDemote, descPromote, descStoreBlocks, descStoreHits, descStoreMisses, descDropped,
-		descIndex, descContexts, descInflight} {
+		descIndex, descContexts} {
 		ch <- d
 	}
 	for _, d := range healthDescs {
@@ -144,6 +143,5 @@ func (s *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDropped, st.DroppedDemotions)
 	gauge(descIndex, st.IndexBytes)
 	gauge(descContexts, int64(s.a.contexts.len()))
-	gauge(descInflight, s.a.inflight.Load())
 	s.a.collectHealth(ch)
 }

@@ -19,9 +19,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yuebing/yuebing/cluster"
+	"github.com/yuebing/yuebing/internal/dirlock"
 	"github.com/yuebing/yuebing/router"
 	"github.com/yuebing/yuebing/scheduler"
 	"github.com/yuebing/yuebing/server/auth"
+	"github.com/yuebing/yuebing/server/budget"
 	"github.com/yuebing/yuebing/server/resp"
 	"github.com/yuebing/yuebing/server/staging"
 	"github.com/yuebing/yuebing/tier"
@@ -33,7 +35,9 @@ import (
 type Node struct {
 	cfg      Config
 	log      *slog.Logger
+	lock     *dirlock.Lock // DataDir's, held from start to the store's close
 	store    *tier.Hierarchy
+	budget   *budget.Budget // limits.max_inflight_bytes, shared by every front end
 	api      *API
 	resp     *resp.Server    // nil when resp.listen is empty
 	cluster  *clusterParts   // nil when the node runs alone
@@ -102,11 +106,33 @@ func Start(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data_dir: %w", err)
 	}
+	// The lock comes before anything in the directory is opened: a node
+	// killed a moment ago still holds its files (pebble's LOCK among them)
+	// until the kernel has torn it down.
+	lock, err := dirlock.Acquire(context.Background(), cfg.DataDir, dirlock.Options{
+		Wait: cfg.DataDirLockWait,
+		Waiting: func(h *dirlock.HeldError) {
+			logger.Warn("server: data_dir is in use; waiting for its holder to exit", "dir", h.Dir, "pid", h.PID, "cmdline", h.Cmdline, "wait", h.Waited)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: data_dir: %w (data_dir_lock_wait, --data-dir-lock-wait)", err)
+	}
+	started := false
+	defer func() {
+		if !started {
+			lock.Release()
+		}
+	}()
 	store, err := openStore(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: logger, store: store, failed: make(chan error, 1)}
+	n := &Node{cfg: cfg, log: logger, store: store, lock: lock, failed: make(chan error, 1)}
+	if n.budget, err = NewBudget(cfg.Limits); err != nil {
+		store.Close()
+		return nil, err
+	}
 	if cfg.Cluster.Enabled() {
 		if n.cluster, err = newCluster(cfg, store, n); err != nil {
 			store.Close()
@@ -114,7 +140,7 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 	apiOpts := APIOptions{
-		Store: store, Tokens: tokens, Limits: cfg.Limits, Contexts: cfg.Contexts,
+		Store: store, Tokens: tokens, Limits: cfg.Limits, Budget: n.budget, Contexts: cfg.Contexts,
 		ContextsFile: filepath.Join(cfg.DataDir, "contexts.json"), Logger: logger,
 		Version: cfg.Version, NodeName: cfg.Cluster.NodeName, Registry: prometheus.NewRegistry(),
 		HistoryInterval: cfg.Console.HistoryInterval,
@@ -209,6 +235,7 @@ func Start(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, err
 	}
+	started = true
 	n.banner(tokens)
 	for _, s := range n.services {
 		n.wg.Go(func() {
@@ -268,7 +295,8 @@ func openStore(cfg Config, logger *slog.Logger) (*tier.Hierarchy, error) {
 	maxBlock := int64(cfg.Limits.MaxBlockSize)
 	d, err := dram.New(dram.Options{
 		Capacity: int64(cfg.DRAM.Capacity), MaxBlockSize: min(maxBlock, int64(cfg.DRAM.Capacity)),
-		Policy: cfg.DRAM.Policy, EagerChecksum: cfg.DRAM.EagerChecksum, Prefault: cfg.DRAM.Prefault, Logger: logger,
+		Policy: cfg.DRAM.Policy, EagerChecksum: cfg.DRAM.EagerChecksum, Prefault: cfg.DRAM.Prefault,
+		BackgroundPrefault: cfg.DRAM.PrefaultBackground, Logger: logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: dram tier: %w", err)
@@ -312,7 +340,7 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 	if n.cfg.RESP.Listen != "" {
 		ropts := resp.Options{
 			Store: n.store, Tokens: tokens, MaxValueSize: int64(n.cfg.Limits.MaxBlockSize),
-			Logger: n.log, Version: n.cfg.Version,
+			Logger: n.log, Version: n.cfg.Version, Budget: n.budget.User(budgetRESP),
 		}
 		if cn := n.clusterNode(); cn != nil && !n.cfg.Cluster.RESPLocalOnly {
 			ropts.Cluster = clusterNames{cn}
@@ -510,6 +538,9 @@ func (n *Node) shutdown() error {
 	n.log.Info("server: flushed DRAM blocks to SSD", "blocks", moved, "took", time.Since(start).Round(time.Millisecond), "err", err)
 	if err := n.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("server: closing the store: %w", err))
+	}
+	if err := n.lock.Release(); err != nil {
+		errs = append(errs, fmt.Errorf("server: data_dir: %w", err))
 	}
 	n.log.Info("server: stopped")
 	return errors.Join(errs...)

@@ -67,6 +67,8 @@ type serveFlags struct {
 	clusterToken, advHTTP, advTransfer       string
 	advRESP, admit                           string
 	etcdEmbedded, respLocalOnly              bool
+	dramPrefaultBackground                   bool
+	dataDirLockWait                          time.Duration
 	leaseTTL                                 time.Duration
 	shmListen                                string
 	flags                                    *pflag.FlagSet
@@ -80,11 +82,13 @@ func (s *serveFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.transferListen, "transfer-listen", server.DefaultTransferListen, "transfer service address host:port; empty disables")
 	f.StringVar(&s.shmListen, "shm-listen", "auto", "unix socket handing same-host clients shared-memory segments: a path, @abstract, or auto; empty disables")
 	f.StringVar(&s.dataDir, "data-dir", server.DefaultDataDir, "directory of the SSD tier and the contexts file")
+	f.DurationVar(&s.dataDirLockWait, "data-dir-lock-wait", 0, "how long to wait for another process holding --data-dir to exit before refusing to start (default 10s)")
 	f.StringVar(&s.dramCapacity, "dram-capacity", "", "DRAM tier size, e.g. 4GiB (default min(4GiB, 25% of RAM))")
 	f.StringVar(&s.ssdCapacity, "ssd-capacity", "", "SSD tier size, e.g. 64GiB (default min(64GiB, 50% of free disk))")
 	f.StringVar(&s.dramPolicy, "dram-policy", "lru", "DRAM eviction policy")
 	f.StringVar(&s.ssdCompression, "ssd-compression", "none", "SSD compression: none, s2 or zstd")
-	f.BoolVar(&s.dramPrefault, "dram-prefault", false, "touch the whole DRAM arena at start (slower start, faster first puts)")
+	f.BoolVar(&s.dramPrefault, "dram-prefault", false, "touch the whole DRAM arena at start (slower start, faster first puts; the whole arena is resident at once)")
+	f.BoolVar(&s.dramPrefaultBackground, "dram-prefault-background", false, "touch the whole DRAM arena in the background after start (instant start; the whole arena is resident within seconds)")
 	f.BoolVar(&s.ssdNoSync, "ssd-no-sync", false, "acknowledge SSD writes before they are flushed to the device")
 	f.StringVar(&s.tokensFile, "auth-tokens-file", "", "YAML file of bearer tokens: token: {tenant: NAME, role: admin|tenant}")
 	f.BoolVar(&s.insecure, "insecure", false, "allow a non-loopback listener without authentication")
@@ -92,7 +96,7 @@ func (s *serveFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.maxBlockSize, "max-block-size", "", "largest block (default 256MiB)")
 	f.IntVar(&s.maxBatchKeys, "max-batch-keys", 0, "most keys in one batch call or context (default 4096)")
 	f.StringVar(&s.maxBatchBytes, "max-batch-bytes", "", "most block bytes in one multi-put or multi-get (default 256MiB)")
-	f.StringVar(&s.maxInflight, "max-inflight-bytes", "", "heap bytes requests in flight may hold; more get 429 (default 1GiB)")
+	f.StringVar(&s.maxInflight, "max-inflight-bytes", "", "heap bytes requests in flight may hold, HTTP, Redis and cluster reads together; more get 429 or -ERR (default 1GiB)")
 	f.DurationVar(&s.requestTimeout, "request-timeout", 0, "time limit of one request (default 60s)")
 	f.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 0, "time limit for draining requests, and again for flushing, on shutdown (default 30s)")
 	f.DurationVar(&s.maxTTL, "max-context-ttl", 0, "longest context TTL (default 24h)")
@@ -186,6 +190,12 @@ func (s *serveFlags) config(cmd *cobra.Command) (server.Config, error) {
 	}
 	if changed("dram-prefault") {
 		cfg.DRAM.Prefault = s.dramPrefault
+	}
+	if changed("data-dir-lock-wait") {
+		cfg.DataDirLockWait = s.dataDirLockWait
+	}
+	if changed("dram-prefault-background") {
+		cfg.DRAM.PrefaultBackground = s.dramPrefaultBackground
 	}
 	if changed("ssd-no-sync") {
 		cfg.SSD.NoSync = s.ssdNoSync

@@ -402,6 +402,14 @@ func cmdInfo(c *conn, args [][]byte) error {
 			su += t.Used
 			sc += t.Capacity
 		}
+		if u := s.opts.Budget; u != nil {
+			b, us := u.Budget(), u.Stats()
+			kv("inflight_bytes", b.InUse())
+			kv("inflight_capacity_bytes", b.Capacity())
+			kv("inflight_resp_bytes", us.InUse)
+			kv("inflight_waits", us.Waits)
+			kv("inflight_rejections", us.Rejections)
+		}
 		kv("store_used_bytes", su)
 		kv("store_capacity_bytes", sc)
 		kv("store_blocks", hs.Blocks)

@@ -126,10 +126,17 @@ func (c *conn) open(name []byte) (h *tier.Handle, e *entry, msg string) {
 		if e == nil {
 			return c.openRemote(name)
 		}
+		release, msg := c.s.admitRead(e.bkey, e.size)
+		if msg != "" {
+			return nil, nil, msg
+		}
 		h, _, err := c.s.store.Get(c.s.ctx, e.bkey)
 		if err == nil {
 			c.s.stats.hits.Add(1)
-			return h, e, ""
+			return withRelease(h, release), e, ""
+		}
+		if release != nil {
+			release()
 		}
 		if !errors.Is(err, tier.ErrNotFound) && !errors.Is(err, tier.ErrCorrupt) {
 			return nil, nil, storeError(err, 0)

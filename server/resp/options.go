@@ -9,6 +9,7 @@ import (
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/server/auth"
+	"github.com/yuebing/yuebing/server/budget"
 	"github.com/yuebing/yuebing/tier"
 )
 
@@ -40,6 +41,17 @@ type Options struct {
 	// longer than 64 KiB stream into the store and do not count. A command
 	// beyond it is skipped and answered with an error. Default 1 MiB.
 	MaxRequestBytes int
+	// Budget is the front end's share of the node's in-flight budget
+	// (limits.max_inflight_bytes): a value streamed in by SET, MSET and the
+	// like holds its length from it until it is stored, since a value bound
+	// for the SSD tier sits in the heap until then, and a GET of a value
+	// held below the top tier holds its length while the copy read back is
+	// sent. A value the budget cannot admit within its bounded wait is
+	// answered "-ERR ..." naming the limit and read and discarded through
+	// the connection's buffer (never held), so the connection stays usable;
+	// such a GET is answered the same way (an MGET element is nil). Nil:
+	// no bound beyond MaxValueSize per connection.
+	Budget *budget.User
 	// MaxArgs is the largest multibulk count accepted; a larger one is a
 	// protocol error. Default 1<<20.
 	MaxArgs int

@@ -192,6 +192,17 @@ func (c *conn) setStreamed(name []byte, size int64, rest func() (setOpts, string
 		}
 		return c.r.skipRest()
 	}
+	release, msg := c.s.admit(size)
+	if msg != "" {
+		// Refused before reading, like a value over MaxValueSize: the
+		// value is discarded through the read buffer, never held.
+		c.writeError(msg)
+		if err := c.flush(); err != nil {
+			return err
+		}
+		return c.r.skipRest()
+	}
+	defer release()
 	e, popts := c.newEntry(name, size, 0)
 	w, err := c.s.store.Create(c.s.ctx, e.bkey, size, popts)
 	if err != nil {
@@ -241,9 +252,17 @@ func (c *conn) setStreamed(name []byte, size int64, rest func() (setOpts, string
 // rewrite copies the just-written block of e into a new generation whose
 // record carries e's deadline, which was not known when the value started
 // streaming, so that the deadline survives a restart. It costs one copy of
-// the value; if the store cannot make room for it, e is kept and its
-// deadline holds while the server runs.
+// the value; if the store cannot make room for it, or the in-flight budget
+// for the copy when the value sits below DRAM, e is kept and its deadline
+// holds while the server runs.
 func (c *conn) rewrite(name []byte, e *entry) *entry {
+	release, msg := c.s.admitRead(e.bkey, e.size)
+	if msg != "" {
+		return e
+	}
+	if release != nil {
+		defer release()
+	}
 	h, _, err := c.s.store.Get(c.s.ctx, e.bkey)
 	if err != nil {
 		return e

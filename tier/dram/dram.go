@@ -37,19 +37,20 @@ type Options struct {
 	// pages cut TLB misses on multi-megabyte blocks. Default false.
 	NoHugePages bool
 	// Prefault populates the whole arena before New returns, trading
-	// start-up time for no page faults on first writes. Default false:
-	// the arena is populated in the background instead (see
-	// NoBackgroundPrefault), so start-up stays instant and puts find warm
-	// pages soon after. A first write to a page costs a fault and zeroing,
-	// which on virtual machines runs at a few hundred MB/s
-	// (docs/benchmarks.md), an order of magnitude below copy bandwidth.
+	// start-up time for no page faults on first writes. Default false: the
+	// arena's pages are committed as blocks are first stored in them, so an
+	// idle node holds next to no memory whatever its capacity. A first
+	// write to a page costs a fault and zeroing, which on virtual machines
+	// runs at a few hundred MB/s (docs/benchmarks.md), an order of
+	// magnitude below copy bandwidth.
 	Prefault bool
-	// NoBackgroundPrefault leaves arena pages to be faulted in by the
-	// first write to each. Default false: a background goroutine asks the
-	// kernel to populate the arena 16 MiB at a time (MADV_POPULATE_WRITE,
-	// which never changes a page's contents, so it is safe beside puts);
-	// on kernels before 5.14 it stops at the first refusal.
-	NoBackgroundPrefault bool
+	// BackgroundPrefault populates the arena from a background goroutine
+	// after New returns, 16 MiB at a time (MADV_POPULATE_WRITE, which
+	// never changes a page's contents, so it is safe beside puts): start-up
+	// stays instant and puts soon find warm pages, but the whole capacity
+	// is resident within seconds. On kernels before 5.14 it stops at the
+	// first refusal. Ignored with Prefault. Default false.
+	BackgroundPrefault bool
 	// EagerChecksum computes every block's CRC-32C as it is written. By
 	// default a block's checksum is computed the first time something needs
 	// it (a demotion to SSD, a transfer, a reader that asks) and kept:
@@ -211,10 +212,10 @@ func New(opts Options) (*DRAM, error) {
 	d.mu.policy = pol
 	d.mu.space = make(chan struct{})
 	d.prefaulted = make(chan struct{})
-	if opts.Prefault || opts.NoBackgroundPrefault {
-		close(d.prefaulted)
-	} else {
+	if opts.BackgroundPrefault && !opts.Prefault {
 		d.prefault.Go(d.populate)
+	} else {
+		close(d.prefaulted)
 	}
 	return d, nil
 }

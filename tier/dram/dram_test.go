@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
@@ -172,6 +173,57 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
+// TestConformancePrefault: a tier stays correct with the arena populated
+// before start and while it is populated in the background.
+func TestConformancePrefault(t *testing.T) {
+	for _, opts := range []Options{{Prefault: true}, {BackgroundPrefault: true}} {
+		t.Run(fmt.Sprintf("prefault=%v,background=%v", opts.Prefault, opts.BackgroundPrefault), func(t *testing.T) {
+			tiertest.RunSuite(t, func(t *testing.T, capacity int64) tier.Tier {
+				o := opts
+				o.Capacity = capacity
+				d, err := New(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { d.Close() })
+				return d
+			})
+		})
+	}
+}
+
+// TestNoPrefaultByDefault: unless asked, nothing populates the arena: its
+// pages are committed only as blocks are stored, so an idle node's
+// resident memory does not grow to the tier's capacity.
+func TestNoPrefaultByDefault(t *testing.T) {
+	d, err := New(Options{Capacity: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	select {
+	case <-d.prefaulted:
+	default:
+		t.Fatal("a background prefault runs although none was asked for")
+	}
+	if n := residentPages(t, d); n != 0 {
+		t.Fatalf("%d arena pages resident before any put", n)
+	}
+}
+
+func residentPages(t *testing.T, d *DRAM) int {
+	t.Helper()
+	vec := make([]byte, (len(d.arena)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&d.arena[0])), uintptr(len(d.arena)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal(errno)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
 func TestConformanceEagerChecksum(t *testing.T) {
 	tiertest.RunSuite(t, func(t *testing.T, capacity int64) tier.Tier {
 		d, err := New(Options{Capacity: capacity, EagerChecksum: true})
@@ -215,11 +267,11 @@ func TestChecksumModes(t *testing.T) {
 	}
 }
 
-// TestBackgroundPrefault: without a single put, the arena becomes resident,
-// and a tier in use meanwhile stays correct (the conformance suite runs
-// with the background prefault on, the default).
+// TestBackgroundPrefault: asked for, the background prefault makes the
+// arena resident without a single put (TestConformancePrefault checks a
+// tier in use meanwhile stays correct).
 func TestBackgroundPrefault(t *testing.T) {
-	d, err := New(Options{Capacity: 64 << 20})
+	d, err := New(Options{Capacity: 64 << 20, BackgroundPrefault: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,23 +281,14 @@ func TestBackgroundPrefault(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("background prefault did not finish")
 	}
-	vec := make([]byte, (len(d.arena)+os.Getpagesize()-1)/os.Getpagesize())
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&d.arena[0])), uintptr(len(d.arena)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		t.Fatal(errno)
-	}
-	missing := 0
-	for _, v := range vec {
-		if v&1 == 0 {
-			missing++
-		}
-	}
-	if missing > 0 {
-		t.Fatalf("%d of %d arena pages are not resident after the prefault", missing, len(vec))
+	pages := (len(d.arena) + os.Getpagesize() - 1) / os.Getpagesize()
+	if n := residentPages(t, d); n != pages {
+		t.Fatalf("%d of %d arena pages are not resident after the prefault", pages-n, pages)
 	}
 }
 
 func TestCloseStopsPrefault(t *testing.T) {
-	d, err := New(Options{Capacity: 1 << 30})
+	d, err := New(Options{Capacity: 1 << 30, BackgroundPrefault: true})
 	if err != nil {
 		t.Fatal(err)
 	}
