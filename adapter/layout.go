@@ -98,6 +98,12 @@ func (l Layout) TokenBytes() int64 { return l.TokenLayerBytes() * int64(l.Layers
 // LayerBytes is one layer of one block: the unit Load and Save move.
 func (l Layout) LayerBytes() int64 { return l.TokenLayerBytes() * int64(l.BlockTokens) }
 
+// Groups is the number of layer groups a block is stored and loaded in.
+func (l Layout) Groups() int { return l.Layers }
+
+// GroupOf returns the group holding layer layer.
+func (l Layout) GroupOf(layer int) int { return layer }
+
 // BlockBytes is a whole block, all layers.
 func (l Layout) BlockBytes() int64 { return l.LayerBytes() * int64(l.Layers) }
 

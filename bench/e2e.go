@@ -70,6 +70,9 @@ type E2EOptions struct {
 	// OnlyRunLayout measures adapter_load on Layout only, not also on
 	// Llama-3-8B's 32 MiB blocks (tests keep their memory small).
 	OnlyRunLayout bool
+	// LoadAlways turns the engines' LoadIfFaster off: every pool hit is
+	// loaded, even when computing it is estimated to be faster.
+	LoadAlways bool
 	// Quick shrinks everything to finish in well under two minutes.
 	Quick bool
 	// Progress, if set, advances once per finished request.
@@ -279,7 +282,7 @@ func replayE2E(ctx context.Context, o E2EOptions, cl *client.Client, model *sche
 		eo := enginesim.Options{
 			Name: fmt.Sprintf("%s-%d", mode, i), Layout: o.Layout, Namespace: ns, PoolBlocks: o.PoolBlocks,
 			DisablePrefixCache: mode == ModeRecompute, Prefill: model, TimeScale: o.TimeScale,
-			MaxWaiting: len(sample), MaxTokens: o.MaxOutput, Logger: o.Logger,
+			MaxWaiting: len(sample), MaxTokens: o.MaxOutput, Logger: o.Logger, DisableLoadIfFaster: o.LoadAlways,
 		}
 		if mode == ModePool {
 			c, err := adapter.New(adapter.Options{Client: cl, Namespace: ns, Layout: o.Layout, Logger: o.Logger})
@@ -354,7 +357,7 @@ func e2eRow(o E2EOptions, mr E2EModeResult) Row {
 	if len(mr.TTFT) > 0 {
 		mean = sum.Seconds() / float64(len(mr.TTFT))
 	}
-	var prompt, local, pool, computed, recomputed, wrong, loadBytes int64
+	var prompt, local, pool, computed, recomputed, skipped, wrong, loadBytes int64
 	var loadTime, stall time.Duration
 	tiers := map[string]int64{}
 	for _, s := range mr.Stats {
@@ -363,6 +366,7 @@ func e2eRow(o E2EOptions, mr E2EModeResult) Row {
 		pool += s.PoolHitTokens
 		computed += s.ComputedTokens
 		recomputed += s.RecomputedTokens
+		skipped += s.SkippedLoadTokens
 		wrong += s.WrongKV
 		loadBytes += s.LoadBytes
 		loadTime += s.LoadTime
@@ -390,7 +394,7 @@ func e2eRow(o E2EOptions, mr E2EModeResult) Row {
 		"ttft_mean_s": mean, "ttft_p50_s": ttftQuantile(mr.TTFT, 0.5), "ttft_p90_s": ttftQuantile(mr.TTFT, 0.9), "ttft_p99_s": ttftQuantile(mr.TTFT, 0.99),
 		"prompt_tokens": prompt, "saved_tokens": saved, "saved_frac": frac, "computed_tokens": computed,
 		"hit_hbm_tokens": local, "hit_dram_tokens": tiers["dram"], "hit_ssd_tokens": tiers["ssd"], "hit_remote_tokens": tiers[adapter.TierRemote],
-		"recomputed_tokens": recomputed, "wrong_kv": wrong, "load_bytes": loadBytes, "save_bytes": saveBytes, "save_dropped": dropped,
+		"recomputed_tokens": recomputed, "skipped_load_tokens": skipped, "wrong_kv": wrong, "load_bytes": loadBytes, "save_bytes": saveBytes, "save_dropped": dropped,
 		"load_s": loadTime.Seconds(), "load_stall_s": stall.Seconds(), "overlap_frac": overlap,
 		"time_scale": o.TimeScale, "scale": o.Scale, "offered_load": o.offered, "pool_blocks": o.PoolBlocks,
 	}

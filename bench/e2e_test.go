@@ -13,7 +13,9 @@ import (
 
 // A small replay against a real node: four conversations of three turns, the
 // turns 8 s apart in the trace and routed to alternating engines, so only
-// the pool sees a previous turn's blocks on the other engine.
+// the pool sees a previous turn's blocks on the other engine. Every hit is
+// loaded (LoadAlways): whether a load pays is timing, and the test is about
+// what the pool adds.
 func TestRunE2E(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays against a real node; skipped with -short")
@@ -35,7 +37,7 @@ func TestRunE2E(t *testing.T) {
 	}
 	_, url := servetest.Serve(t, "--dram-capacity", "256MiB")
 	res, err := RunE2E(t.Context(), E2EOptions{Trace: trace, Addr: url, Requests: 12, Scale: 10, TimeScale: 0.01,
-		LoadBlocks: 4, OnlyRunLayout: true, Quick: true})
+		LoadBlocks: 4, OnlyRunLayout: true, Quick: true, LoadAlways: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +80,9 @@ func TestRunE2E(t *testing.T) {
 	pool := rows["e2e/pool"]
 	if pool["hit_dram_tokens"].(float64) <= 0 || pool["saved_tokens"].(float64) <= rows["e2e/local"]["saved_tokens"].(float64) {
 		t.Errorf("the pool added no hits: %v", pool)
+	}
+	if pool["skipped_load_tokens"] != 0.0 {
+		t.Errorf("loads skipped with LoadAlways: %v", pool)
 	}
 	if pool["baseline"] != "local" || pool["ratio"].(float64) <= 0 {
 		t.Errorf("pool row baseline: %v", pool)

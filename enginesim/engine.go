@@ -43,6 +43,10 @@ type Result struct {
 	// RecomputedTokens were planned as a pool hit but failed to load
 	// (node gone, missing layer) and were computed instead.
 	RecomputedTokens int
+	// SkippedLoadTokens were a pool hit the engine chose to compute
+	// because loading them was estimated to take longer (LoadIfFaster);
+	// they count in ComputedTokens.
+	SkippedLoadTokens int
 }
 
 // Job is a request in the engine.
@@ -93,12 +97,16 @@ type Engine struct {
 	}
 	running []*Job
 	st      counters
+	// loads learns the adapter's load time from the loads done; skipRun
+	// counts the loads skipped in a row (the engine loop alone uses it).
+	loads   loadModel
+	skipRun int
 }
 
 type counters struct {
 	requests, rejected, completed, failed                     atomic.Int64
 	promptTokens, computedTokens, localHitTokens, poolHitToks atomic.Int64
-	recomputed, wrongKV, offloaded, generated                 atomic.Int64
+	recomputed, wrongKV, offloaded, generated, skippedLoad    atomic.Int64
 	loadBytes, loadNanos, stallNanos, ttftNanos               atomic.Int64
 }
 
@@ -278,8 +286,17 @@ func (e *Engine) prefill(ctx context.Context, j *Job) bool {
 	hit := m
 	poolHit := 0
 	if plan.HitBlocks > m {
-		poolHit = plan.HitBlocks - m
-		hit = plan.HitBlocks
+		if e.opts.DisableLoadIfFaster || e.loadPays(len(j.req.Tokens), m, plan.HitBlocks) {
+			poolHit = plan.HitBlocks - m
+			hit = plan.HitBlocks
+			e.skipRun = 0
+		} else {
+			// Computing these blocks is faster than loading them; they
+			// are stored already, so the save skips them.
+			e.skipRun++
+			j.res.SkippedLoadTokens = (plan.HitBlocks - m) * bt
+			e.st.skippedLoad.Add(int64(j.res.SkippedLoadTokens))
+		}
 	}
 	var ld *adapter.Load
 	if poolHit > 0 {
@@ -335,6 +352,7 @@ func (e *Engine) prefill(ctx context.Context, j *Job) bool {
 			j.res.LoadTime = max(j.res.LoadTime, at)
 		}
 		j.res.LoadStall = stall
+		e.loads.add(int64(poolHit)*e.layout.BlockBytes(), j.res.LoadTime)
 		if lost := poolHit - loaded; lost > 0 {
 			// The rest of the planned hit is computed after all: the
 			// layers already computed assumed it, so the cost is the

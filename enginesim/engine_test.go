@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,7 +58,9 @@ func connector(t *testing.T, url string, reqBytes ...int64) *adapter.Connector {
 // time, so tests spend no time sleeping.
 func engine(t *testing.T, mod func(*enginesim.Options)) *enginesim.Engine {
 	t.Helper()
-	o := enginesim.Options{Layout: layout, Namespace: ns, TimeScale: 0.001, PoolBlocks: 64, Logger: quiet}
+	// Loads are always taken unless a test says otherwise: the tests are
+	// about what a load does, not whether it pays.
+	o := enginesim.Options{Layout: layout, Namespace: ns, TimeScale: 0.001, PoolBlocks: 64, Logger: quiet, DisableLoadIfFaster: true}
 	if mod != nil {
 		mod(&o)
 	}
@@ -123,6 +126,44 @@ func TestPoolSharedAcrossEngines(t *testing.T) {
 	}
 	if s := b.Stats(); s.WrongKV != 0 || s.PoolHitTokens != 5*32 || s.PoolTierTokens["dram"] != 5*32 {
 		t.Fatalf("b stats %+v", s)
+	}
+}
+
+// With compute a billion times faster than real, no load can beat it: the
+// first pool hit is loaded (nothing is known of loads yet) and teaches the
+// engine their cost; the next is computed and counted as skipped.
+func TestLoadIfFasterSkipsSlowLoads(t *testing.T) {
+	_, url := servetest.Serve(t)
+	ca, cb := connector(t, url), connector(t, url)
+	a := engine(t, func(o *enginesim.Options) { o.Connector = ca })
+	b := engine(t, func(o *enginesim.Options) {
+		o.Connector, o.TimeScale, o.DisableLoadIfFaster = cb, 1e-9, false
+	})
+	p1, p2 := prompt(11, 5*32+3), prompt(12, 5*32+3)
+	submit(t, a, p1, 1)
+	submit(t, a, p2, 1)
+	if err := ca.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if r := submit(t, b, p1, 1); r.PoolHitTokens != 5*32 || r.SkippedLoadTokens != 0 {
+		t.Fatalf("first hit, nothing learnt yet: %+v", r)
+	}
+	if s := b.Stats(); s.LoadBytesPerSecond <= 0 {
+		t.Fatalf("no load throughput learnt: %+v", s)
+	}
+	r := submit(t, b, p2, 1)
+	if r.PoolHitTokens != 0 || r.SkippedLoadTokens != 5*32 || r.ComputedTokens != len(p2) || r.LoadBytes != 0 {
+		t.Fatalf("second hit should be computed: %+v", r)
+	}
+	if s := b.Stats(); s.SkippedLoadTokens != 5*32 || s.WrongKV != 0 {
+		t.Fatalf("b stats %+v", s)
+	}
+	var m strings.Builder
+	if err := b.WriteMetrics(&m); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m.String(), "enginesim_skipped_load_tokens_total 160\n") {
+		t.Fatalf("metrics do not count the skipped tokens:\n%s", m.String())
 	}
 }
 

@@ -99,6 +99,7 @@ Without --addr a node is started in this process on a free loopback port.`,
 	f.IntVar(&o.PoolBlocks, "pool-blocks", 0, "each engine's HBM pool in blocks (default 48)")
 	f.StringVar(&layout, "layout", "", "KV layout preset (default sim-70b)")
 	f.IntVar(&blockTokensArg, "block-tokens", 512, "tokens per block of --layout")
+	f.BoolVar(&o.LoadAlways, "load-always", false, "engines load every pool hit, even when computing it is estimated to be faster")
 	f.BoolVar(&o.Quick, "quick", false, "a reduced replay that finishes in under two minutes")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	f.StringVar(&plot, "plot", "", "also draw the TTFT distributions and token sources to this PNG file")
