@@ -38,7 +38,8 @@ type Options struct {
 	// SaveQueue bounds the layer saves waiting for a worker. Default 256.
 	SaveQueue int
 	// SaveStagingBytes bounds the host memory holding saved layers until
-	// the server has them. Default 64 MiB.
+	// the server has them: a group of layers is staged whole, from its
+	// first layer to its put. Default 64 MiB.
 	SaveStagingBytes int64
 	// SaveWorkers is the number of goroutines sending saves. Default 2.
 	SaveWorkers int
@@ -92,8 +93,8 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%w: Options.%s %d must be positive", ErrInvalid, f.name, f.v))
 		}
 	}
-	if len(errs) == 0 && o.SaveStagingBytes < o.Layout.LayerBytes() {
-		errs = append(errs, fmt.Errorf("%w: Options.SaveStagingBytes %d holds not one layer of %d bytes", ErrInvalid, o.SaveStagingBytes, o.Layout.LayerBytes()))
+	if len(errs) == 0 && o.SaveStagingBytes < o.Layout.GroupBytes(0) {
+		errs = append(errs, fmt.Errorf("%w: Options.SaveStagingBytes %d holds not one group of layers of %d bytes", ErrInvalid, o.SaveStagingBytes, o.Layout.GroupBytes(0)))
 	}
 	return errors.Join(errs...)
 }
@@ -162,7 +163,7 @@ func New(opts Options) (*Connector, error) {
 	c := &Connector{
 		opts: opts, cl: opts.Client, layout: opts.Layout, commit: opts.Layout.commitRecord(),
 		saves: make(chan *layerJob, opts.SaveQueue),
-		stage: newStaging(opts.Layout.LayerBytes(), opts.SaveStagingBytes),
+		stage: newStaging(opts.Layout.GroupBytes(0), opts.SaveStagingBytes),
 		// One warm at a time is queued behind the running one: warming is
 		// a hint, and a backlog of it would compete with real loads.
 		warm: make(chan []block.Key, 1),
@@ -293,7 +294,7 @@ func (c *Connector) Lookup(ctx context.Context, tokens []uint32) (Plan, error) {
 	return p, nil
 }
 
-// warmer reads the layers of blocks found on SSD, in chain order, and throws
+// warmer reads the layer groups of blocks found on SSD, in chain order, and throws
 // the bytes away: the read itself is what makes the server bring them up to
 // DRAM (its promotion policy decides), ahead of the engine's Load.
 func (c *Connector) warmer() {
@@ -302,10 +303,10 @@ func (c *Connector) warmer() {
 		case <-c.ctx.Done():
 			return
 		case keys := <-c.warm:
-			for l := range c.layout.Layers {
+			for g := range c.layout.Groups() {
 				lk := make([]block.Key, len(keys))
 				for i, k := range keys {
-					lk[i] = c.layout.LayerKey(k, l)
+					lk[i] = c.layout.GroupKey(k, g)
 				}
 				err := c.cl.GetBatch(c.ctx, c.opts.Namespace, lk, func(_ client.Frame, r io.Reader) error {
 					_, err := io.Copy(io.Discard, r)
