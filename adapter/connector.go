@@ -43,6 +43,14 @@ type Options struct {
 	SaveStagingBytes int64
 	// SaveWorkers is the number of goroutines sending saves. Default 2.
 	SaveWorkers int
+	// DisableShm keeps every transfer on HTTP. By default the connector
+	// asks the node for shared-memory sessions (GET /v1/shm and its unix
+	// socket); when the node is on the same host, loads and saves move
+	// block bytes through the shared segment, with no HTTP framing:
+	// Load copies from the segment straight into the target's memory,
+	// verifying each block's CRC-32C as it copies. Elsewhere, or when a
+	// session cannot be opened, HTTP.
+	DisableShm bool
 	// WarmSSD starts reading blocks a Lookup found on SSD right away, so
 	// the server has them in DRAM when the Load comes. Default true
 	// (DisableWarm turns it off).
@@ -117,6 +125,7 @@ type Connector struct {
 	stage   *staging
 	warm    chan []block.Key
 	closed  atomic.Bool
+	shm     *shmPool // nil with DisableShm
 
 	st stats
 }
@@ -126,6 +135,7 @@ type stats struct {
 	loads, loadedBytes, loadedLayers, shortLayers   atomic.Int64
 	savedLayers, savedBytes, dropped, saveErrors    atomic.Int64
 	committed, deduped, warmed, warmSkipped, warmFa atomic.Int64
+	shmLoads, shmSaves                              atomic.Int64
 }
 
 // Stats are a Connector's counters since New.
@@ -152,6 +162,10 @@ type Stats struct {
 	Warmed      int64 `json:"warmed"`
 	WarmSkipped int64 `json:"warm_skipped"`
 	WarmFailed  int64 `json:"warm_failed"`
+	// ShmLoadRequests and ShmSaveRequests count the load requests and
+	// save batches that went through shared memory rather than HTTP.
+	ShmLoadRequests int64 `json:"shm_load_requests"`
+	ShmSaveRequests int64 `json:"shm_save_requests"`
 }
 
 // New starts a Connector.
@@ -169,6 +183,12 @@ func New(opts Options) (*Connector, error) {
 		warm: make(chan []block.Key, 1),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if !opts.DisableShm {
+		// A session carries one load request (about LoadRequestBytes) or
+		// one save batch, and at least two groups of one block.
+		size := max(opts.LoadRequestBytes, 2*opts.Layout.GroupBytes(0)) + 1<<20
+		c.shm = newShmPool(opts.Client, opts.LoadDepth+opts.SaveWorkers, size)
+	}
 	for range opts.SaveWorkers {
 		c.wg.Go(c.saveWorker)
 	}
@@ -195,6 +215,9 @@ func (c *Connector) Close(ctx context.Context) error {
 	c.wg.Wait()
 	c.cancel()
 	c.warmWG.Wait()
+	if c.shm != nil {
+		c.shm.close()
+	}
 	return ctx.Err()
 }
 
@@ -206,6 +229,7 @@ func (c *Connector) Stats() Stats {
 		Loads: s.loads.Load(), LoadedBytes: s.loadedBytes.Load(), LoadedLayers: s.loadedLayers.Load(), ShortLayers: s.shortLayers.Load(),
 		SavedLayers: s.savedLayers.Load(), SavedBytes: s.savedBytes.Load(), Dropped: s.dropped.Load(), SaveErrors: s.saveErrors.Load(),
 		Committed: s.committed.Load(), Deduped: s.deduped.Load(), Warmed: s.warmed.Load(), WarmSkipped: s.warmSkipped.Load(), WarmFailed: s.warmFa.Load(),
+		ShmLoadRequests: s.shmLoads.Load(), ShmSaveRequests: s.shmSaves.Load(),
 	}
 }
 
@@ -320,4 +344,37 @@ func (c *Connector) warmer() {
 			c.st.warmed.Add(int64(len(keys)))
 		}
 	}
+}
+
+// getBatch reads keys (sizes[i] bytes expected of key i) through a shared-
+// memory session when one is at hand, else over HTTP; fn sees the same
+// frames either way, each verified against its CRC-32C once fn returns.
+func (c *Connector) getBatch(ctx context.Context, keys []block.Key, sizes func(i int) int64, fn func(client.Frame, io.Reader) error) error {
+	if c.shm != nil {
+		if st := c.shm.get(ctx); st != nil {
+			sz := make([]int64, len(keys))
+			for i := range sz {
+				sz[i] = sizes(i)
+			}
+			err := st.GetBatch(ctx, c.opts.Namespace, keys, sz, fn)
+			c.shm.put(st)
+			c.st.shmLoads.Add(1)
+			return err
+		}
+	}
+	return c.cl.GetBatch(ctx, c.opts.Namespace, keys, fn)
+}
+
+// putBatch stores items through a shared-memory session when one is at
+// hand, else over HTTP.
+func (c *Connector) putBatch(ctx context.Context, items []client.Item) ([]client.ItemResult, error) {
+	if c.shm != nil {
+		if st := c.shm.get(ctx); st != nil {
+			res, err := st.PutBatch(ctx, c.opts.Namespace, items)
+			c.shm.put(st)
+			c.st.shmSaves.Add(1)
+			return res, err
+		}
+	}
+	return c.cl.PutBatch(ctx, c.opts.Namespace, items)
 }

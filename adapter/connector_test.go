@@ -149,9 +149,29 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
+// transports are the ways a connector reaches a node on its host: shared
+// memory (the default), HTTP by choice, and HTTP because the node has shared
+// memory off.
+var transports = []struct {
+	name string
+	args []string // of the node
+	off  bool     // Options.DisableShm
+	shm  bool     // whether shared memory is expected
+}{
+	{"shm", nil, false, true},
+	{"http", nil, true, false},
+	{"http-fallback", []string{"--shm-listen", ""}, false, false},
+}
+
 func TestSaveLookupLoad(t *testing.T) {
-	_, url := servetest.Serve(t)
-	c := connector(t, url, nil)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testSaveLookupLoad(t, tr.args, tr.off, tr.shm) })
+	}
+}
+
+func testSaveLookupLoad(t *testing.T, args []string, noShm, shm bool) {
+	_, url := servetest.Serve(t, args...)
+	c := connector(t, url, func(o *adapter.Options) { o.DisableShm = noShm })
 	ctx := t.Context()
 	toks := tokens(1, 5*16+7) // five full blocks and a partial one
 
@@ -204,6 +224,10 @@ func TestSaveLookupLoad(t *testing.T) {
 	fill(want, plan.Keys[3], 5)
 	if err != nil || !bytes.Equal(one, want) {
 		t.Fatalf("ranged read of layer 5 of block 3: %d bytes, %v", len(one), err)
+	}
+
+	if s := c.Stats(); (s.ShmLoadRequests > 0) != shm || (s.ShmSaveRequests > 0) != shm {
+		t.Fatalf("shared memory used %v, want %v: %+v", s.ShmLoadRequests > 0 || s.ShmSaveRequests > 0, shm, s)
 	}
 
 	// Saving the longer prompt stores only its two new blocks.
@@ -299,11 +323,21 @@ func TestMissingLayerShortensHit(t *testing.T) {
 	}
 }
 
+// The node dies while a load writes layer 3: what the load reports valid is
+// the true KV, over shared memory as over HTTP.
 func TestNodeKilledMidLoad(t *testing.T) {
+	for _, tr := range transports[:2] {
+		t.Run(tr.name, func(t *testing.T) { testNodeKilledMidLoad(t, tr.off, tr.shm) })
+	}
+}
+
+func testNodeKilledMidLoad(t *testing.T, off, shm bool) {
 	proc, url := servetest.Serve(t)
 	// Groups of two layers, one group per request, so the kill falls
 	// between requests.
-	c := connector(t, url, func(o *adapter.Options) { o.LoadDepth = 1; o.LoadRequestBytes = 1; o.Layout.GroupLayers = 2 })
+	c := connector(t, url, func(o *adapter.Options) {
+		o.LoadDepth, o.LoadRequestBytes, o.Layout.GroupLayers, o.DisableShm = 1, 1, 2, off
+	})
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	toks := tokens(5, 6*16)
@@ -329,6 +363,9 @@ func TestNodeKilledMidLoad(t *testing.T) {
 	}
 	if !killed.Load() {
 		t.Fatal("the node was never killed")
+	}
+	if s := c.Stats(); (s.ShmLoadRequests > 0) != shm {
+		t.Fatalf("shared memory used %v, want %v", s.ShmLoadRequests > 0, shm)
 	}
 	if res.Blocks != 0 || !errors.Is(res.Err, adapter.ErrShortLoad) {
 		t.Fatalf("after the kill: hit %d blocks, err %v; want 0 and ErrShortLoad", res.Blocks, res.Err)

@@ -189,7 +189,7 @@ func (ld *Load) loadGroups(ctx context.Context, g0, g1 int) {
 		cur++
 		valid = n
 	}
-	err := c.cl.GetBatch(ctx, c.opts.Namespace, keys, func(f client.Frame, r io.Reader) error {
+	err := c.getBatch(ctx, keys, func(i int) int64 { return c.layout.GroupBytes(g0 + i/n) }, func(f client.Frame, r io.Reader) error {
 		g, b := g0+frame/n, frame%n
 		frame++
 		for cur < g {

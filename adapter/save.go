@@ -296,7 +296,7 @@ func (c *Connector) runSaves(jobs []*layerJob) {
 			items = append(items, client.Item{Key: c.layout.groupKey(fp, j.s.keys[i], j.group), Data: j.chunks[n]})
 		}
 	}
-	res, err := c.cl.PutBatch(c.ctx, c.opts.Namespace, items)
+	res, err := c.putBatch(c.ctx, items)
 	var commit []client.Item
 	at := 0
 	for _, j := range jobs {
@@ -326,7 +326,7 @@ func (c *Connector) runSaves(jobs []*layerJob) {
 	if len(commit) == 0 {
 		return
 	}
-	res, err = c.cl.PutBatch(c.ctx, c.opts.Namespace, commit)
+	res, err = c.putBatch(c.ctx, commit)
 	for n := range commit {
 		if err == nil || (n < len(res) && res[n].Err == nil && res[n].Status != "") {
 			c.st.committed.Add(1)
