@@ -311,15 +311,19 @@ func (e *Engine) prefill(ctx context.Context, j *Job) bool {
 	perLayer := e.prefillTime(n, hit*bt) / time.Duration(L)
 	var stall time.Duration
 	src := pageSource{e: e, pages: all}
-	// Layer l's compute ends perLayer after the later of the previous
-	// layer's end and its KV's arrival: a deadline rather than a sleep per
-	// layer, so a timer that fires late on a busy machine costs once, not
-	// once per layer.
+	// A group of layers (Layout.GroupLayers: the unit loads land in and
+	// saves are stored in) is computed in one stretch, ending perLayer
+	// times its layers after the later of the previous group's end and
+	// its KV's arrival: a deadline rather than a sleep per layer, so a
+	// timer that fires late on a busy machine costs once per group, not
+	// once per layer (80 late wake-ups would add more than the compute
+	// they stand for).
 	due := time.Now()
-	for l := range L {
+	for g := range e.layout.Groups() {
+		first, end := e.layout.GroupRange(g)
 		if ld != nil {
 			t0 := time.Now()
-			ld.Wait(ctx, l)
+			ld.Wait(ctx, first)
 			if arrived := time.Now(); arrived.After(due) {
 				from := due
 				if t0.After(from) {
@@ -329,16 +333,18 @@ func (e *Engine) prefill(ctx context.Context, j *Job) bool {
 				due = arrived
 			}
 		}
-		due = due.Add(perLayer)
+		due = due.Add(perLayer * time.Duration(end-first))
 		sleep(ctx, time.Until(due))
-		for b := hit; b < len(keys); b++ {
-			Fill(e.scratch, keys[b], l)
-			if err := e.dev.CopyIn(ctx, all[b], l*int(lb), e.scratch); err != nil {
-				panic("BUG: enginesim: writing an allocated page: " + err.Error())
+		for l := first; l < end; l++ {
+			for b := hit; b < len(keys); b++ {
+				Fill(e.scratch, keys[b], l)
+				if err := e.dev.CopyIn(ctx, all[b], l*int(lb), e.scratch); err != nil {
+					panic("BUG: enginesim: writing an allocated page: " + err.Error())
+				}
 			}
-		}
-		if sv != nil {
-			sv.Layer(l, src)
+			if sv != nil {
+				sv.Layer(l, src)
+			}
 		}
 	}
 	loaded := 0
