@@ -402,9 +402,10 @@ func e2eRow(o E2EOptions, mr E2EModeResult) Row {
 
 // measureAdapterLoad times adapter Loads of a stored prefix against a raw
 // multi-get of the same bytes stored as whole blocks (the cheapest way to
-// get them out of the node), for the run's layout and for a real one
-// (Llama-3-8B, 256-token blocks), whose layers are large enough that the
-// per-frame cost of the API stops mattering.
+// get them out of the node over HTTP), for the run's layout and for a real
+// one (Llama-3-8B, 256-token blocks). The adapter uses shared memory when
+// the node is on this host; the row also has the adapter over HTTP alone
+// and the raw read of the whole blocks through a shared-memory session.
 func measureAdapterLoad(ctx context.Context, o E2EOptions, cl *client.Client) ([]Row, error) {
 	real8b, _ := adapter.Preset("llama-3-8b", 256)
 	cases := []struct {
@@ -460,39 +461,88 @@ func measureAdapterLoad(ctx context.Context, o E2EOptions, cl *client.Client) ([
 			return nil, fmt.Errorf("bench: adapter_load: stored %d of %d blocks: %v", plan.HitBlocks, tc.blocks, err)
 		}
 		total := int64(len(mem))
-		// Interleave the two so the machine's load hits both alike.
-		var adapterT, rawT time.Duration
-		var n int
-		for adapterT+rawT < 2*dur || n < 3 {
-			t0 := time.Now()
-			res, _ := c.Load(ctx, plan, buf).Result(ctx)
-			adapterT += time.Since(t0)
-			if res.Blocks != tc.blocks {
-				c.Close(ctx)
-				return nil, fmt.Errorf("bench: adapter_load: loaded %d of %d blocks: %v", res.Blocks, tc.blocks, res.Err)
+		ch, err := adapter.New(adapter.Options{Client: cl, Namespace: ns, Layout: l, DisableShm: true, Logger: o.Logger})
+		if err != nil {
+			c.Close(ctx)
+			return nil, err
+		}
+		st, err := cl.OpenStaging(ctx, total+int64(tc.blocks)<<12)
+		if err != nil {
+			st = nil // the node is elsewhere or has shared memory off
+		}
+		closeAll := func() {
+			c.Close(ctx)
+			ch.Close(ctx)
+			if st != nil {
+				st.Close()
 			}
-			t0 = time.Now()
-			i := 0
-			err := cl.GetBatch(ctx, ns, whole, func(f client.Frame, r io.Reader) error {
-				off := int64(i) * l.BlockBytes()
-				i++
+		}
+		sizes := make([]int64, tc.blocks)
+		for i := range sizes {
+			sizes[i] = l.BlockBytes()
+		}
+		intoMem := func(i *int) func(f client.Frame, r io.Reader) error {
+			return func(f client.Frame, r io.Reader) error {
+				off := int64(*i) * l.BlockBytes()
+				*i++
 				_, err := io.ReadFull(r, mem[off:off+f.Length])
 				return err
-			})
+			}
+		}
+		// Interleave them all so the machine's load hits each alike.
+		var adapterT, httpT, rawT, shmT time.Duration
+		var n int
+		for adapterT+rawT < 2*dur || n < 3 {
+			for _, x := range []struct {
+				c *adapter.Connector
+				t *time.Duration
+			}{{c, &adapterT}, {ch, &httpT}} {
+				t0 := time.Now()
+				res, _ := x.c.Load(ctx, plan, buf).Result(ctx)
+				*x.t += time.Since(t0)
+				if res.Blocks != tc.blocks {
+					closeAll()
+					return nil, fmt.Errorf("bench: adapter_load: loaded %d of %d blocks: %v", res.Blocks, tc.blocks, res.Err)
+				}
+			}
+			if st != nil {
+				t0 := time.Now()
+				i := 0
+				err := st.GetBatch(ctx, ns, whole, sizes, intoMem(&i))
+				shmT += time.Since(t0)
+				if err != nil {
+					closeAll()
+					return nil, err
+				}
+			}
+			t0 := time.Now()
+			i := 0
+			err := cl.GetBatch(ctx, ns, whole, intoMem(&i))
 			rawT += time.Since(t0)
 			if err != nil {
-				c.Close(ctx)
+				closeAll()
 				return nil, err
 			}
 			n++
 		}
-		c.Close(ctx)
-		gbps := float64(total) * float64(n) / adapterT.Seconds() / 1e9
-		base := float64(total) * float64(n) / rawT.Seconds() / 1e9
-		rows = append(rows, Row{
+		transport := "http"
+		if c.Stats().ShmLoadRequests > 0 {
+			transport = "shm"
+		}
+		closeAll()
+		rate := func(d time.Duration) float64 { return float64(total) * float64(n) / d.Seconds() / 1e9 }
+		gbps, base := rate(adapterT), rate(rawT)
+		row := Row{
 			"name": "adapter_load", "layout": l.Name, "block_bytes": l.BlockBytes(), "layer_bytes": l.LayerBytes(), "blocks": tc.blocks,
+			"groups": l.Groups(), "group_bytes": l.GroupBytes(0), "transport": transport,
 			"loads": n, "gbps": gbps, "baseline": "whole_block_multiget", "baseline_gbps": base, "ratio": gbps / base,
-		})
+			"http_gbps": rate(httpT), "http_ratio": rate(httpT) / base,
+		}
+		if st != nil {
+			row["shm_baseline_gbps"] = rate(shmT)
+			row["ratio_vs_shm_baseline"] = gbps / rate(shmT)
+		}
+		rows = append(rows, row)
 	}
 	return rows, nil
 }
