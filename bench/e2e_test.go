@@ -37,7 +37,7 @@ func TestRunE2E(t *testing.T) {
 	}
 	_, url := servetest.Serve(t, "--dram-capacity", "256MiB")
 	res, err := RunE2E(t.Context(), E2EOptions{Trace: trace, Addr: url, Requests: 12, Scale: 10, TimeScale: 0.01,
-		LoadBlocks: 4, OnlyRunLayout: true, Quick: true, LoadAlways: true})
+		LoadBlocks: 4, OnlyRunLayout: true, Quick: true, LoadAlways: true, Rounds: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,8 @@ func TestRunE2E(t *testing.T) {
 	}
 	for _, mode := range []string{"recompute", "local", "pool"} {
 		r := rows["e2e/"+mode]
-		if r == nil || r["requests"].(float64) != 12 || r["failed"].(float64) != 0 || r["wrong_kv"].(float64) != 0 {
+		// Two rounds, pooled.
+		if r == nil || r["requests"].(float64) != 24 || r["failed"].(float64) != 0 || r["wrong_kv"].(float64) != 0 {
 			t.Fatalf("%s row: %v", mode, r)
 		}
 		for _, k := range []string{"ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s"} {
@@ -83,6 +84,9 @@ func TestRunE2E(t *testing.T) {
 	}
 	if pool["skipped_load_tokens"] != 0.0 {
 		t.Errorf("loads skipped with LoadAlways: %v", pool)
+	}
+	if rr, _ := pool["round_ttft_vs_baseline"].([]any); len(rr) != 2 || pool["rounds"].(float64) != 2 {
+		t.Errorf("pool row rounds: %v", pool)
 	}
 	if pool["baseline"] != "local" || pool["ratio"].(float64) <= 0 {
 		t.Errorf("pool row baseline: %v", pool)
