@@ -616,6 +616,12 @@ func (t flatTarget) CopyLayer(blk, layer int, dst []byte) error {
 // fraction is the part of it the streaming took off the critical path.
 func measureDisagg(ctx context.Context, o E2EOptions, cl *client.Client, model *scheduler.PrefillModel) (Row, error) {
 	l := o.Layout
+	if l.GroupLayers == 0 {
+		// What remains exposed is the last group's transfer: a
+		// disaggregated deployment stores smaller groups than the
+		// default (sim-70b: 10 groups of 8 layers rather than 3).
+		l.GroupLayers = min(l.Layers, 8)
+	}
 	prompts := 4
 	if o.Quick {
 		prompts = 2
@@ -690,7 +696,7 @@ func measureDisagg(ctx context.Context, o E2EOptions, cl *client.Client, model *
 	}
 	n := float64(prompts)
 	return Row{
-		"name": "disagg", "layout": l.Name, "prompts": prompts, "prompt_tokens": blocks * l.BlockTokens,
+		"name": "disagg", "layout": l.Name, "groups": l.Groups(), "prompts": prompts, "prompt_tokens": blocks * l.BlockTokens,
 		"prefill_s": prefillT.Seconds() / n, "transfer_s": refT.Seconds() / n, "exposed_s": exposedT.Seconds() / n,
 		"hidden_frac": hidden, "time_scale": o.TimeScale,
 	}, nil
