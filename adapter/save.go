@@ -103,9 +103,11 @@ type layerJob struct {
 	chunks [][]byte
 }
 
-// Layer queues layer l of the save's blocks, copied from src. It reports
-// false when the layer was dropped (queue or staging full, connector
-// closed, copy failed); the engine goes on either way.
+// Layer copies layer l of the save's blocks from src into the staged group,
+// and queues the group when l is its last layer. It reports false when the
+// layer was dropped, and with it its group (staging or queue full,
+// connector closed, copy failed, a layer out of order); the engine goes on
+// either way.
 func (s *Save) Layer(l int, src Source) (queued bool) {
 	return s.layer(context.Background(), false, l, src)
 }
