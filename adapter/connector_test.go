@@ -518,3 +518,48 @@ func TestLoadStreamFollowsSave(t *testing.T) {
 		t.Fatalf("the streamed blocks were not committed: %+v", p)
 	}
 }
+
+// A group is stored only with every one of its layers, in order: a layer
+// skipped drops its group (the others are stored), the block is never
+// committed, and the dropped group still reports stored so a streaming
+// reader is not left waiting.
+func TestSaveGroupNeedsEveryLayer(t *testing.T) {
+	_, url := servetest.Serve(t)
+	c := connector(t, url, func(o *adapter.Options) { o.Layout.GroupLayers = 2 })
+	ctx := t.Context()
+	toks := tokens(10, 2*16)
+	plan, err := c.Lookup(ctx, toks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := computed(plan.Keys)
+	sv := c.Save(plan)
+	for l := range testLayout.Layers {
+		if l == 2 {
+			continue // group 1 is layers 2 and 3
+		}
+		queued := sv.Layer(l, src)
+		if queued != (l != 3) {
+			t.Fatalf("layer %d queued %v", l, queued)
+		}
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for l := range testLayout.Layers {
+		select {
+		case <-sv.Stored(l):
+		case <-time.After(30 * time.Second):
+			t.Fatalf("layer %d never reported stored", l)
+		}
+	}
+	if !sv.Broken() {
+		t.Fatal("a save missing a layer is not broken")
+	}
+	if s := c.Stats(); s.Committed != 0 || s.SavedLayers != 2*6 {
+		t.Fatalf("stats %+v: want nothing committed, 3 groups of 2 blocks stored", s)
+	}
+	if p, _ := c.Lookup(ctx, toks); p.HitBlocks != 0 {
+		t.Fatalf("blocks missing a group were committed: %+v", p)
+	}
+}
