@@ -38,10 +38,19 @@ type Options struct {
 	// SaveQueue bounds the layer saves waiting for a worker. Default 256.
 	SaveQueue int
 	// SaveStagingBytes bounds the host memory holding saved layers until
-	// the server has them. Default 64 MiB.
+	// the server has them: a group of layers is staged whole, from its
+	// first layer to its put. Default 64 MiB.
 	SaveStagingBytes int64
 	// SaveWorkers is the number of goroutines sending saves. Default 2.
 	SaveWorkers int
+	// DisableShm keeps every transfer on HTTP. By default the connector
+	// asks the node for shared-memory sessions (GET /v1/shm and its unix
+	// socket); when the node is on the same host, loads and saves move
+	// block bytes through the shared segment, with no HTTP framing:
+	// Load copies from the segment straight into the target's memory,
+	// verifying each block's CRC-32C as it copies. Elsewhere, or when a
+	// session cannot be opened, HTTP.
+	DisableShm bool
 	// WarmSSD starts reading blocks a Lookup found on SSD right away, so
 	// the server has them in DRAM when the Load comes. Default true
 	// (DisableWarm turns it off).
@@ -92,8 +101,8 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%w: Options.%s %d must be positive", ErrInvalid, f.name, f.v))
 		}
 	}
-	if len(errs) == 0 && o.SaveStagingBytes < o.Layout.LayerBytes() {
-		errs = append(errs, fmt.Errorf("%w: Options.SaveStagingBytes %d holds not one layer of %d bytes", ErrInvalid, o.SaveStagingBytes, o.Layout.LayerBytes()))
+	if len(errs) == 0 && o.SaveStagingBytes < o.Layout.GroupBytes(0) {
+		errs = append(errs, fmt.Errorf("%w: Options.SaveStagingBytes %d holds not one group of layers of %d bytes", ErrInvalid, o.SaveStagingBytes, o.Layout.GroupBytes(0)))
 	}
 	return errors.Join(errs...)
 }
@@ -116,6 +125,7 @@ type Connector struct {
 	stage   *staging
 	warm    chan []block.Key
 	closed  atomic.Bool
+	shm     *shmPool // nil with DisableShm
 
 	st stats
 }
@@ -125,6 +135,7 @@ type stats struct {
 	loads, loadedBytes, loadedLayers, shortLayers   atomic.Int64
 	savedLayers, savedBytes, dropped, saveErrors    atomic.Int64
 	committed, deduped, warmed, warmSkipped, warmFa atomic.Int64
+	shmLoads, shmSaves                              atomic.Int64
 }
 
 // Stats are a Connector's counters since New.
@@ -151,6 +162,10 @@ type Stats struct {
 	Warmed      int64 `json:"warmed"`
 	WarmSkipped int64 `json:"warm_skipped"`
 	WarmFailed  int64 `json:"warm_failed"`
+	// ShmLoadRequests and ShmSaveRequests count the load requests and
+	// save batches that went through shared memory rather than HTTP.
+	ShmLoadRequests int64 `json:"shm_load_requests"`
+	ShmSaveRequests int64 `json:"shm_save_requests"`
 }
 
 // New starts a Connector.
@@ -162,12 +177,18 @@ func New(opts Options) (*Connector, error) {
 	c := &Connector{
 		opts: opts, cl: opts.Client, layout: opts.Layout, commit: opts.Layout.commitRecord(),
 		saves: make(chan *layerJob, opts.SaveQueue),
-		stage: newStaging(opts.Layout.LayerBytes(), opts.SaveStagingBytes),
+		stage: newStaging(opts.Layout.GroupBytes(0), opts.SaveStagingBytes),
 		// One warm at a time is queued behind the running one: warming is
 		// a hint, and a backlog of it would compete with real loads.
 		warm: make(chan []block.Key, 1),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if !opts.DisableShm {
+		// A session carries one load request (about LoadRequestBytes) or
+		// one save batch, and at least two groups of one block.
+		size := max(opts.LoadRequestBytes, 2*opts.Layout.GroupBytes(0)) + 1<<20
+		c.shm = newShmPool(opts.Client, opts.LoadDepth+opts.SaveWorkers, size)
+	}
 	for range opts.SaveWorkers {
 		c.wg.Go(c.saveWorker)
 	}
@@ -194,6 +215,9 @@ func (c *Connector) Close(ctx context.Context) error {
 	c.wg.Wait()
 	c.cancel()
 	c.warmWG.Wait()
+	if c.shm != nil {
+		c.shm.close()
+	}
 	return ctx.Err()
 }
 
@@ -205,6 +229,7 @@ func (c *Connector) Stats() Stats {
 		Loads: s.loads.Load(), LoadedBytes: s.loadedBytes.Load(), LoadedLayers: s.loadedLayers.Load(), ShortLayers: s.shortLayers.Load(),
 		SavedLayers: s.savedLayers.Load(), SavedBytes: s.savedBytes.Load(), Dropped: s.dropped.Load(), SaveErrors: s.saveErrors.Load(),
 		Committed: s.committed.Load(), Deduped: s.deduped.Load(), Warmed: s.warmed.Load(), WarmSkipped: s.warmSkipped.Load(), WarmFailed: s.warmFa.Load(),
+		ShmLoadRequests: s.shmLoads.Load(), ShmSaveRequests: s.shmSaves.Load(),
 	}
 }
 
@@ -293,7 +318,7 @@ func (c *Connector) Lookup(ctx context.Context, tokens []uint32) (Plan, error) {
 	return p, nil
 }
 
-// warmer reads the layers of blocks found on SSD, in chain order, and throws
+// warmer reads the layer groups of blocks found on SSD, in chain order, and throws
 // the bytes away: the read itself is what makes the server bring them up to
 // DRAM (its promotion policy decides), ahead of the engine's Load.
 func (c *Connector) warmer() {
@@ -302,10 +327,10 @@ func (c *Connector) warmer() {
 		case <-c.ctx.Done():
 			return
 		case keys := <-c.warm:
-			for l := range c.layout.Layers {
+			for g := range c.layout.Groups() {
 				lk := make([]block.Key, len(keys))
 				for i, k := range keys {
-					lk[i] = c.layout.LayerKey(k, l)
+					lk[i] = c.layout.GroupKey(k, g)
 				}
 				err := c.cl.GetBatch(c.ctx, c.opts.Namespace, lk, func(_ client.Frame, r io.Reader) error {
 					_, err := io.Copy(io.Discard, r)
@@ -319,4 +344,37 @@ func (c *Connector) warmer() {
 			c.st.warmed.Add(int64(len(keys)))
 		}
 	}
+}
+
+// getBatch reads keys (sizes[i] bytes expected of key i) through a shared-
+// memory session when one is at hand, else over HTTP; fn sees the same
+// frames either way, each verified against its CRC-32C once fn returns.
+func (c *Connector) getBatch(ctx context.Context, keys []block.Key, sizes func(i int) int64, fn func(client.Frame, io.Reader) error) error {
+	if c.shm != nil {
+		if st := c.shm.get(ctx); st != nil {
+			sz := make([]int64, len(keys))
+			for i := range sz {
+				sz[i] = sizes(i)
+			}
+			err := st.GetBatch(ctx, c.opts.Namespace, keys, sz, fn)
+			c.shm.put(st)
+			c.st.shmLoads.Add(1)
+			return err
+		}
+	}
+	return c.cl.GetBatch(ctx, c.opts.Namespace, keys, fn)
+}
+
+// putBatch stores items through a shared-memory session when one is at
+// hand, else over HTTP.
+func (c *Connector) putBatch(ctx context.Context, items []client.Item) ([]client.ItemResult, error) {
+	if c.shm != nil {
+		if st := c.shm.get(ctx); st != nil {
+			res, err := st.PutBatch(ctx, c.opts.Namespace, items)
+			c.shm.put(st)
+			c.st.shmSaves.Add(1)
+			return res, err
+		}
+	}
+	return c.cl.PutBatch(ctx, c.opts.Namespace, items)
 }

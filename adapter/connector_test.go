@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -148,9 +149,29 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
+// transports are the ways a connector reaches a node on its host: shared
+// memory (the default), HTTP by choice, and HTTP because the node has shared
+// memory off.
+var transports = []struct {
+	name string
+	args []string // of the node
+	off  bool     // Options.DisableShm
+	shm  bool     // whether shared memory is expected
+}{
+	{"shm", nil, false, true},
+	{"http", nil, true, false},
+	{"http-fallback", []string{"--shm-listen", ""}, false, false},
+}
+
 func TestSaveLookupLoad(t *testing.T) {
-	_, url := servetest.Serve(t)
-	c := connector(t, url, nil)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testSaveLookupLoad(t, tr.args, tr.off, tr.shm) })
+	}
+}
+
+func testSaveLookupLoad(t *testing.T, args []string, noShm, shm bool) {
+	_, url := servetest.Serve(t, args...)
+	c := connector(t, url, func(o *adapter.Options) { o.DisableShm = noShm })
 	ctx := t.Context()
 	toks := tokens(1, 5*16+7) // five full blocks and a partial one
 
@@ -190,6 +211,25 @@ func TestSaveLookupLoad(t *testing.T) {
 		t.Fatalf("result %+v, %v", res, err)
 	}
 
+	// One layer of one block can be read alone: a ranged GET of its group.
+	key, off := testLayout.LayerAt(plan.Keys[3], 5)
+	cl, _ := client.New(url, client.Options{})
+	r, err := cl.Open(ctx, key, client.GetOptions{Offset: off, Length: testLayout.LayerBytes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := io.ReadAll(r)
+	r.Close()
+	want := make([]byte, testLayout.LayerBytes())
+	fill(want, plan.Keys[3], 5)
+	if err != nil || !bytes.Equal(one, want) {
+		t.Fatalf("ranged read of layer 5 of block 3: %d bytes, %v", len(one), err)
+	}
+
+	if s := c.Stats(); (s.ShmLoadRequests > 0) != shm || (s.ShmSaveRequests > 0) != shm {
+		t.Fatalf("shared memory used %v, want %v: %+v", s.ShmLoadRequests > 0 || s.ShmSaveRequests > 0, shm, s)
+	}
+
 	// Saving the longer prompt stores only its two new blocks.
 	sv := c.Save(plan)
 	if got := sv.Blocks(); len(got) != 2 || got[0] != 5 || got[1] != 6 {
@@ -197,26 +237,33 @@ func TestSaveLookupLoad(t *testing.T) {
 	}
 }
 
+// Layers land a group at a time: every layer of group g is ready before any
+// byte of group g+1 is written, and a layer is never ready before its group.
 func TestLayerReadyBeforeNextArrives(t *testing.T) {
 	_, url := servetest.Serve(t)
-	// Layers in requests of their own, and all in one request (streamed
-	// within the response).
-	for _, tc := range []struct{ depth, reqBytes int }{{1, 1}, {4, 1}, {1, 1 << 20}, {4, 1 << 20}} {
+	// Groups in requests of their own, and all in one request (streamed
+	// within the response); groups of one layer and of two.
+	// A namespace holds one layout: each case has prompts of its own.
+	for i, tc := range []struct{ depth, reqBytes, group int }{{1, 1, 1}, {4, 1, 1}, {1, 1 << 20, 1}, {4, 1 << 20, 1}, {1, 1, 2}, {4, 1 << 20, 2}, {4, 1 << 20, 3}} {
 		depth := tc.depth
-		c := connector(t, url, func(o *adapter.Options) { o.LoadDepth = tc.depth; o.LoadRequestBytes = int64(tc.reqBytes) })
-		store(t, c, tokens(3, 64))
+		layout := testLayout
+		layout.GroupLayers = tc.group
+		c := connector(t, url, func(o *adapter.Options) {
+			o.LoadDepth, o.LoadRequestBytes, o.Layout = tc.depth, int64(tc.reqBytes), layout
+		})
+		store(t, c, tokens(30+i, 64))
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-		plan, _ := c.Lookup(ctx, tokens(3, 64))
+		plan, _ := c.Lookup(ctx, tokens(30+i, 64))
 		dst := newPool(len(plan.Keys))
-		// Layer l+1 cannot be written until the test has seen layer l
-		// ready: if readiness waited for later layers, this deadlocks and
-		// the context ends the test.
+		// A group's first layer cannot be written until the test has
+		// seen the previous group's last layer ready: if readiness waited
+		// for later groups, this deadlocks and the context ends the test.
 		gates := make([]chan struct{}, testLayout.Layers)
 		for i := range gates {
 			gates[i] = make(chan struct{})
 		}
 		dst.before = func(blk, layer int) {
-			if blk == 0 && layer > 0 {
+			if first, _ := layout.GroupRange(layout.GroupOf(layer)); blk == 0 && layer > 0 && layer == first {
 				select {
 				case <-gates[layer-1]:
 				case <-ctx.Done():
@@ -227,13 +274,17 @@ func TestLayerReadyBeforeNextArrives(t *testing.T) {
 		for l := range testLayout.Layers {
 			n, err := ld.Wait(ctx, l)
 			if err != nil || n != 4 {
-				t.Fatalf("depth %d layer %d: %d blocks, %v", depth, l, n, err)
+				t.Fatalf("depth %d group %d layer %d: %d blocks, %v", depth, tc.group, l, n, err)
 			}
 			if l+1 < testLayout.Layers {
+				ready := false
 				select {
 				case <-ld.Ready(l + 1):
-					t.Fatalf("depth %d: layer %d ready before its bytes were allowed in", depth, l+1)
+					ready = true
 				default:
+				}
+				if same := layout.GroupOf(l+1) == layout.GroupOf(l); ready != same {
+					t.Fatalf("depth %d group %d: layer %d ready %v with layer %d ready; same group %v", depth, tc.group, l+1, ready, l, same)
 				}
 			}
 			checkLayer(t, dst, plan.Keys, l, 4)
@@ -250,8 +301,10 @@ func TestMissingLayerShortensHit(t *testing.T) {
 	toks := tokens(4, 4*16)
 	plan := store(t, c, toks)
 	cl, _ := client.New(url, client.Options{})
-	// Layer 5 of block 2 goes missing (evicted, lost with a node).
-	if err := cl.Delete(ctx, testLayout.LayerKey(plan.Keys[2], 5), ns); err != nil {
+	// Layer 5 of block 2 goes missing (evicted, lost with a node), and
+	// the layers stored with it.
+	key, _ := testLayout.LayerAt(plan.Keys[2], 5)
+	if err := cl.Delete(ctx, key, ns); err != nil {
 		t.Fatal(err)
 	}
 	plan, _ = c.Lookup(ctx, toks)
@@ -270,10 +323,21 @@ func TestMissingLayerShortensHit(t *testing.T) {
 	}
 }
 
+// The node dies while a load writes layer 3: what the load reports valid is
+// the true KV, over shared memory as over HTTP.
 func TestNodeKilledMidLoad(t *testing.T) {
+	for _, tr := range transports[:2] {
+		t.Run(tr.name, func(t *testing.T) { testNodeKilledMidLoad(t, tr.off, tr.shm) })
+	}
+}
+
+func testNodeKilledMidLoad(t *testing.T, off, shm bool) {
 	proc, url := servetest.Serve(t)
-	// One layer per request, so the kill falls between requests.
-	c := connector(t, url, func(o *adapter.Options) { o.LoadDepth = 1; o.LoadRequestBytes = 1 })
+	// Groups of two layers, one group per request, so the kill falls
+	// between requests.
+	c := connector(t, url, func(o *adapter.Options) {
+		o.LoadDepth, o.LoadRequestBytes, o.Layout.GroupLayers, o.DisableShm = 1, 1, 2, off
+	})
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	toks := tokens(5, 6*16)
@@ -300,6 +364,9 @@ func TestNodeKilledMidLoad(t *testing.T) {
 	if !killed.Load() {
 		t.Fatal("the node was never killed")
 	}
+	if s := c.Stats(); (s.ShmLoadRequests > 0) != shm {
+		t.Fatalf("shared memory used %v, want %v", s.ShmLoadRequests > 0, shm)
+	}
 	if res.Blocks != 0 || !errors.Is(res.Err, adapter.ErrShortLoad) {
 		t.Fatalf("after the kill: hit %d blocks, err %v; want 0 and ErrShortLoad", res.Blocks, res.Err)
 	}
@@ -319,10 +386,10 @@ func TestNodeKilledMidLoad(t *testing.T) {
 
 func TestSaveDropsWhenStagingFull(t *testing.T) {
 	_, url := servetest.Serve(t)
-	// Staging for exactly one layer of one block; a request of two new
-	// blocks never fits, so every layer is dropped, the engine is never
-	// blocked, and nothing is committed.
-	c := connector(t, url, func(o *adapter.Options) { o.SaveStagingBytes = testLayout.LayerBytes() })
+	// Staging for exactly one group of layers of one block; a request of
+	// two new blocks never fits, so every layer is dropped, the engine is
+	// never blocked, and nothing is committed.
+	c := connector(t, url, func(o *adapter.Options) { o.SaveStagingBytes = testLayout.GroupBytes(0) })
 	ctx := t.Context()
 	toks := tokens(6, 32)
 	plan, err := c.Lookup(ctx, toks)
@@ -397,12 +464,15 @@ func TestLookupWarmsSSD(t *testing.T) {
 	}
 }
 
-// Prefill/decode disaggregation: the decode side reads layer l as soon as the
-// prefill side stored it, while the prefill has not produced layer l+1 yet.
+// Prefill/decode disaggregation: the decode side reads a group of layers as
+// soon as the prefill side stored it, while the prefill has not produced the
+// next layer yet.
 func TestLoadStreamFollowsSave(t *testing.T) {
 	_, url := servetest.Serve(t)
-	prefill := connector(t, url, nil)
-	decode := connector(t, url, nil)
+	layout := testLayout
+	layout.GroupLayers = 3 // groups of layers 0-2, 3-5, 6-7
+	prefill := connector(t, url, func(o *adapter.Options) { o.Layout = layout })
+	decode := connector(t, url, func(o *adapter.Options) { o.Layout = layout })
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	toks := tokens(9, 3*16)
@@ -423,16 +493,73 @@ func TestLoadStreamFollowsSave(t *testing.T) {
 	})
 	for l := range testLayout.Layers {
 		sv.Layer(l, src)
-		// The next layer is computed only once the decode side has this
-		// one: streaming, not a transfer after the prefill.
-		n, err := ld.Wait(ctx, l)
-		if err != nil || n != 3 {
-			t.Fatalf("layer %d: %d blocks, %v", l, n, err)
+		first, end := layout.GroupRange(layout.GroupOf(l))
+		if l < end-1 {
+			// The group is not all computed: nothing of it can be there.
+			select {
+			case <-ld.Ready(l):
+				t.Fatalf("layer %d ready before its group was saved", l)
+			default:
+			}
+			continue
 		}
-		checkLayer(t, dst, plan.Keys, l, 3)
+		// The next layer is computed only once the decode side has this
+		// group: streaming, not a transfer after the prefill.
+		for k := first; k < end; k++ {
+			n, err := ld.Wait(ctx, k)
+			if err != nil || n != 3 {
+				t.Fatalf("layer %d: %d blocks, %v", k, n, err)
+			}
+			checkLayer(t, dst, plan.Keys, k, 3)
+		}
 	}
 	prefill.Flush(ctx)
 	if p, _ := decode.Lookup(ctx, toks); p.HitBlocks != 3 {
 		t.Fatalf("the streamed blocks were not committed: %+v", p)
+	}
+}
+
+// A group is stored only with every one of its layers, in order: a layer
+// skipped drops its group (the others are stored), the block is never
+// committed, and the dropped group still reports stored so a streaming
+// reader is not left waiting.
+func TestSaveGroupNeedsEveryLayer(t *testing.T) {
+	_, url := servetest.Serve(t)
+	c := connector(t, url, func(o *adapter.Options) { o.Layout.GroupLayers = 2 })
+	ctx := t.Context()
+	toks := tokens(10, 2*16)
+	plan, err := c.Lookup(ctx, toks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := computed(plan.Keys)
+	sv := c.Save(plan)
+	for l := range testLayout.Layers {
+		if l == 2 {
+			continue // group 1 is layers 2 and 3
+		}
+		queued := sv.Layer(l, src)
+		if queued != (l != 3) {
+			t.Fatalf("layer %d queued %v", l, queued)
+		}
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for l := range testLayout.Layers {
+		select {
+		case <-sv.Stored(l):
+		case <-time.After(30 * time.Second):
+			t.Fatalf("layer %d never reported stored", l)
+		}
+	}
+	if !sv.Broken() {
+		t.Fatal("a save missing a layer is not broken")
+	}
+	if s := c.Stats(); s.Committed != 0 || s.SavedLayers != 2*6 {
+		t.Fatalf("stats %+v: want nothing committed, 3 groups of 2 blocks stored", s)
+	}
+	if p, _ := c.Lookup(ctx, toks); p.HitBlocks != 0 {
+		t.Fatalf("blocks missing a group were committed: %+v", p)
 	}
 }

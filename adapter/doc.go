@@ -4,11 +4,14 @@
 // One Connector serves one engine process. Lookup finds the longest cached
 // prefix of a prompt (the local node first, then the cluster query) and
 // starts warming blocks found on SSD into DRAM; Load moves that prefix into
-// the engine's registered KV memory layer by layer, signalling each layer as
-// it lands so the engine computes layer l while later layers still arrive
-// (Mooncake's layer-wise prefill, FAST'25 section 5); Save pushes each layer
-// of the newly computed blocks through a bounded asynchronous queue as the
-// prefill finishes it and commits a block once all its layers are stored.
+// the engine's registered KV memory a group of layers at a time, signalling
+// each layer as its group lands so the engine computes the first layers while
+// later groups still arrive (Mooncake's layer-wise prefill, FAST'25 section
+// 5); Save stages each layer of the newly computed blocks as the prefill
+// finishes it, pushes each complete group through a bounded asynchronous
+// queue, and commits a block once all its groups are stored. With a node on
+// the same host, bytes move through a shared-memory session (client.Staging)
+// instead of HTTP.
 //
 //	c, _ := adapter.New(adapter.Options{Client: cl, Namespace: "acme/llama-3-8b", Layout: layout})
 //	plan, _ := c.Lookup(ctx, tokens)
@@ -20,10 +23,12 @@
 //		sv.Layer(l, pool)                    // never blocks; dropped and counted when full
 //	}
 //
-// A block's value is stored as one sub-object per layer plus a small commit
-// record under the block's chained key (docs/adapter.md says why, with the
-// measurement). Failures never hand the engine wrong KV: every layer is
-// checked against its CRC-32C and its length, and a layer that cannot be read
+// A block's value is stored as one sub-object per group of layers
+// (Layout.GroupLayers, about 256 KiB by default) plus a small commit record
+// under the block's chained key (docs/adapter.md says why, with the
+// measurement); one layer alone is a ranged read of its group
+// (Layout.LayerAt). Failures never hand the engine wrong KV: every group is
+// checked against its CRC-32C and its length, and a group that cannot be read
 // shortens the hit, so the engine recomputes the rest.
 //
 // The Device interface is the contract an HBM tier needs (allocate pages,

@@ -12,8 +12,10 @@ import (
 
 // Layout is the KV shape of a model: what one token costs in KV cache and how
 // a block of BlockTokens tokens is laid out. Every layer of a block is one
-// contiguous region of LayerBytes (keys then values of the block's tokens), so
-// one layer of one block can be read or written alone.
+// contiguous region of LayerBytes (keys then values of the block's tokens),
+// and a block is stored as groups of consecutive layers, one sub-object per
+// group (GroupLayers): a layer is read alone with a ranged read of its
+// group (LayerAt).
 type Layout struct {
 	// Name identifies the model shape in reports ("llama-3-8b").
 	Name string
@@ -29,7 +31,19 @@ type Layout struct {
 	// BlockTokens is the tokens per block, the key's block size (16 to
 	// 1024).
 	BlockTokens int
+	// GroupLayers is how many consecutive layers of a block one stored
+	// sub-object holds: the unit Load moves and signals, and Save stores.
+	// Default 0: the fewest layers making a group of MinGroupBytes, spread
+	// evenly over the block (sim-70b: 3 groups of 27, 27 and 26 layers of
+	// 8 KiB; a layout whose layers are MinGroupBytes or more: one layer a
+	// group).
+	GroupLayers int
 }
+
+// MinGroupBytes is the smallest sub-object the default grouping makes: below
+// it the node's fixed cost per key, not the bytes, sets the speed of a load
+// (docs/adapter.md).
+const MinGroupBytes = 256 << 10
 
 // Presets are real model shapes (grouped-query attention, bf16). Their block
 // size is set by the caller (WithBlockTokens).
@@ -62,8 +76,8 @@ func Preset(name string, blockTokens int) (Layout, error) {
 	return l, l.Validate()
 }
 
-// maxLayerBytes bounds one layer of one block: the server's default largest
-// block is 256 MiB, and a layer is stored as one.
+// maxLayerBytes bounds one group of layers of one block: the server's
+// default largest block is 256 MiB, and a group is stored as one.
 const maxLayerBytes = 256 << 20
 
 // Validate reports every problem of the layout at once.
@@ -78,11 +92,12 @@ func (l Layout) Validate() error {
 	bad("KVHeads", l.KVHeads, 1, 1024)
 	bad("HeadDim", l.HeadDim, 1, 4096)
 	bad("DTypeBytes", l.DTypeBytes, 1, 8)
+	bad("GroupLayers", l.GroupLayers, 0, max(l.Layers, 1))
 	if err := block.ValidateBlockSize(l.BlockTokens); err != nil {
 		errs = append(errs, fmt.Errorf("%w: layout BlockTokens: %w", ErrInvalid, err))
 	}
-	if len(errs) == 0 && l.LayerBytes() > maxLayerBytes {
-		errs = append(errs, fmt.Errorf("%w: one layer of a block is %d bytes, over %d", ErrInvalid, l.LayerBytes(), maxLayerBytes))
+	if len(errs) == 0 && l.GroupBytes(0) > maxLayerBytes {
+		errs = append(errs, fmt.Errorf("%w: one group of layers of a block is %d bytes, over %d", ErrInvalid, l.GroupBytes(0), maxLayerBytes))
 	}
 	return errors.Join(errs...)
 }
@@ -98,6 +113,44 @@ func (l Layout) TokenBytes() int64 { return l.TokenLayerBytes() * int64(l.Layers
 // LayerBytes is one layer of one block: the unit Load and Save move.
 func (l Layout) LayerBytes() int64 { return l.TokenLayerBytes() * int64(l.BlockTokens) }
 
+// LayersPerGroup is the layers of every group but perhaps the last (which
+// holds the rest): GroupLayers, or the default it stands for.
+func (l Layout) LayersPerGroup() int {
+	if l.GroupLayers > 0 {
+		return min(l.GroupLayers, l.Layers)
+	}
+	lb := l.LayerBytes()
+	if lb <= 0 || l.Layers <= 1 {
+		return 1
+	}
+	g := int(min(int64(l.Layers), (MinGroupBytes+lb-1)/lb))
+	// As many groups as that makes, with the layers spread evenly over
+	// them: 80 layers of 8 KiB make 3 groups of 27, not 32, 32 and 16.
+	n := (l.Layers + g - 1) / g
+	return (l.Layers + n - 1) / n
+}
+
+// Groups is the number of layer groups a block is stored and loaded in.
+func (l Layout) Groups() int {
+	g := l.LayersPerGroup()
+	return (l.Layers + g - 1) / g
+}
+
+// GroupOf returns the group holding layer layer.
+func (l Layout) GroupOf(layer int) int { return layer / l.LayersPerGroup() }
+
+// GroupRange returns the layers [first, end) of group g.
+func (l Layout) GroupRange(g int) (first, end int) {
+	n := l.LayersPerGroup()
+	return g * n, min((g+1)*n, l.Layers)
+}
+
+// GroupBytes is group g of one block: its layers, one after another.
+func (l Layout) GroupBytes(g int) int64 {
+	first, end := l.GroupRange(g)
+	return int64(end-first) * l.LayerBytes()
+}
+
 // BlockBytes is a whole block, all layers.
 func (l Layout) BlockBytes() int64 { return l.LayerBytes() * int64(l.Layers) }
 
@@ -110,28 +163,42 @@ func (l Layout) fingerprint() [8]byte {
 	binary.LittleEndian.PutUint32(b[8:], uint32(l.HeadDim))
 	binary.LittleEndian.PutUint32(b[12:], uint32(l.DTypeBytes))
 	binary.LittleEndian.PutUint32(b[16:], uint32(l.BlockTokens))
-	s := sha256.Sum256(b[:20])
+	binary.LittleEndian.PutUint32(b[20:], uint32(l.LayersPerGroup()))
+	s := sha256.Sum256(b[:24])
 	var f [8]byte
 	copy(f[:], s[:8])
 	return f
 }
 
-// LayerKey is the key of layer layer of the block whose chained key is
-// chain: SHA-256("yuebing/layer/v1" || chain || layout fingerprint ||
-// layer as little-endian uint32). It is a key of its own, not a link of the
-// chain; the block's chained key holds the commit record.
-func (l Layout) LayerKey(chain block.Key, layer int) block.Key {
-	fp := l.fingerprint()
-	h := sha256.New()
-	h.Write([]byte("yuebing/layer/v1"))
-	h.Write(chain[:])
-	h.Write(fp[:])
-	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], uint32(layer))
-	h.Write(b[:])
-	var k block.Key
-	h.Sum(k[:0])
-	return k
+// GroupKey is the key of group g of the block whose chained key is chain:
+// SHA-256("yuebing/layers/v2" || chain || layout fingerprint || g as
+// little-endian uint32). The fingerprint covers the grouping, so blocks
+// stored with one grouping are never read as another. It is a key of its
+// own, not a link of the chain; the block's chained key holds the commit
+// record.
+func (l Layout) GroupKey(chain block.Key, g int) block.Key {
+	return l.groupKey(l.fingerprint(), chain, g)
+}
+
+const groupDomain = "yuebing/layers/v2"
+
+func (l Layout) groupKey(fp [8]byte, chain block.Key, g int) block.Key {
+	var b [len(groupDomain) + block.KeySize + 8 + 4]byte
+	n := copy(b[:], groupDomain)
+	n += copy(b[n:], chain[:])
+	n += copy(b[n:], fp[:])
+	binary.LittleEndian.PutUint32(b[n:], uint32(g))
+	return block.Key(sha256.Sum256(b[:n+4]))
+}
+
+// LayerAt says where layer layer of the block chain is stored: the key of
+// its group's sub-object and the offset of the layer in it (LayerBytes
+// long). One layer is read alone with a ranged GET of that key; the server
+// checks the whole sub-object's checksum, not the range's.
+func (l Layout) LayerAt(chain block.Key, layer int) (key block.Key, offset int64) {
+	g := l.GroupOf(layer)
+	first, _ := l.GroupRange(g)
+	return l.GroupKey(chain, g), int64(layer-first) * l.LayerBytes()
 }
 
 // commitRecord is the value stored under a block's chained key once all its

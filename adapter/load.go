@@ -36,7 +36,7 @@ type Load struct {
 	// all its layers.
 	valid atomic.Int64
 	next  atomic.Int64
-	group int // layers per request
+	per   int // groups per request
 	gate  func(ctx context.Context, layer int) error
 	wg    sync.WaitGroup
 	done  chan struct{}
@@ -52,17 +52,18 @@ type layerLoad struct {
 	at     time.Duration
 }
 
-// Load moves the plan's hit blocks into dst, layer by layer, up to
-// Options.LoadDepth layers at once. It returns at once; Wait(l) returns when
-// layer l has landed. An empty plan loads nothing and every layer is ready
+// Load moves the plan's hit blocks into dst, a group of layers at a time
+// (Layout.GroupLayers), up to Options.LoadDepth requests at once. It returns
+// at once; Wait(l) returns when layer l has landed: every layer of a group
+// lands with its group. An empty plan loads nothing and every layer is ready
 // with zero blocks. ctx bounds the whole transfer.
 func (c *Connector) Load(ctx context.Context, plan Plan, dst Target) *Load {
 	return c.load(ctx, plan, dst, nil)
 }
 
-// LoadStream loads the blocks keyed keys, layer by layer, as a producer
-// stores them: before reading layer l it waits for gate(ctx, l), which
-// returns once the producer's layer is stored (a prefill instance's
+// LoadStream loads the blocks keyed keys, group by group, as a producer
+// stores them: before reading a group it waits for gate(ctx, l) for the
+// group's last layer l, which returns once the producer's group is stored (a prefill instance's
 // Save.Stored, relayed). This is prefill/decode disaggregation: the decode
 // side's transfer runs behind the prefill's compute instead of after it.
 // The blocks need no commit record; a gate error ends the layer with no
@@ -77,12 +78,13 @@ func (c *Connector) load(ctx context.Context, plan Plan, dst Target, gate func(c
 		ld.layers[i].ready = make(chan struct{})
 	}
 	ld.valid.Store(int64(plan.HitBlocks))
-	ld.group = 1
+	ld.per = 1
+	groups := c.layout.Groups()
 	if gate == nil && plan.HitBlocks > 0 {
-		// Enough layers per request to carry about LoadRequestBytes, and
+		// Enough groups per request to carry about LoadRequestBytes, and
 		// no more frames than a batch may have.
-		per := int64(plan.HitBlocks) * c.layout.LayerBytes()
-		ld.group = int(max(1, min(c.opts.LoadRequestBytes/per, int64(maxFrames/plan.HitBlocks), int64(c.layout.Layers))))
+		per := int64(plan.HitBlocks) * c.layout.GroupBytes(0)
+		ld.per = int(max(1, min(c.opts.LoadRequestBytes/per, int64(maxFrames/plan.HitBlocks), int64(groups))))
 	}
 	c.st.loads.Add(1)
 	if plan.HitBlocks == 0 || c.closed.Load() {
@@ -92,9 +94,9 @@ func (c *Connector) load(ctx context.Context, plan Plan, dst Target, gate func(c
 		close(ld.done)
 		return ld
 	}
-	// Each worker takes the next group of layers in order, so layer l
-	// never waits behind more than LoadDepth requests.
-	for range min(c.opts.LoadDepth, (len(ld.layers)+ld.group-1)/ld.group) {
+	// Each worker takes the next groups in order, so a layer never waits
+	// behind more than LoadDepth requests.
+	for range min(c.opts.LoadDepth, (groups+ld.per-1)/ld.per) {
 		ld.wg.Go(func() { ld.work(ctx) })
 	}
 	go func() {
@@ -105,12 +107,21 @@ func (c *Connector) load(ctx context.Context, plan Plan, dst Target, gate func(c
 }
 
 func (ld *Load) work(ctx context.Context) {
+	groups := ld.c.layout.Groups()
 	for {
-		l0 := int(ld.next.Add(int64(ld.group)) - int64(ld.group))
-		if l0 >= len(ld.layers) {
+		g0 := int(ld.next.Add(int64(ld.per)) - int64(ld.per))
+		if g0 >= groups {
 			return
 		}
-		ld.loadGroup(ctx, l0, min(l0+ld.group, len(ld.layers)))
+		ld.loadGroups(ctx, g0, min(g0+ld.per, groups))
+	}
+}
+
+// finishGroup records the outcome of every layer of group g.
+func (ld *Load) finishGroup(g, blocks int, err error) {
+	first, end := ld.c.layout.GroupRange(g)
+	for l := first; l < end; l++ {
+		ld.finishLayer(l, blocks, err)
 	}
 }
 
@@ -133,69 +144,78 @@ func (ld *Load) finishLayer(l, blocks int, err error) {
 	close(ll.ready)
 }
 
-// loadGroup reads layers [l0, l1) of the blocks still valid with one
-// multi-get, layer-major, straight from the response into dst. Frames come
-// in order and each is verified before the next is handed over, so layer l
-// is signalled as soon as the first frame of layer l+1 starts: the engine
-// gets layer l while the rest of the response is still on the wire.
-func (ld *Load) loadGroup(ctx context.Context, l0, l1 int) {
+// loadGroups reads groups [g0, g1) of the blocks still valid with one
+// multi-get, group-major, straight from the response into dst: a frame is
+// one group of one block, its layers written one after another into their
+// regions. Frames come in order and each is verified before the next is
+// handed over, so group g is signalled as soon as the first frame of group
+// g+1 starts: the engine gets it while the rest of the response is still on
+// the wire.
+func (ld *Load) loadGroups(ctx context.Context, g0, g1 int) {
 	c := ld.c
 	n := int(ld.valid.Load())
 	if n == 0 {
-		for l := l0; l < l1; l++ {
-			ld.finishLayer(l, 0, nil)
+		for g := g0; g < g1; g++ {
+			ld.finishGroup(g, 0, nil)
 		}
 		return
 	}
 	if ld.gate != nil {
-		// A gated load moves one layer per request: each waits for its
-		// producer.
-		if err := ld.gate(ctx, l0); err != nil {
-			ld.finishLayer(l0, 0, fmt.Errorf("%w: layer %d: waiting for the producer: %w", ErrShortLoad, l0, err))
+		// A gated load moves one group per request: each waits for its
+		// producer to have stored the group's last layer.
+		_, end := c.layout.GroupRange(g0)
+		if err := ld.gate(ctx, end-1); err != nil {
+			ld.finishGroup(g0, 0, fmt.Errorf("%w: group %d: waiting for the producer: %w", ErrShortLoad, g0, err))
 			return
 		}
 	}
-	keys := make([]block.Key, 0, n*(l1-l0))
-	for l := l0; l < l1; l++ {
+	keys := make([]block.Key, 0, n*(g1-g0))
+	fp := c.layout.fingerprint()
+	for g := g0; g < g1; g++ {
 		for i := range n {
-			keys = append(keys, c.layout.LayerKey(ld.plan.Keys[i], l))
+			keys = append(keys, c.layout.groupKey(fp, ld.plan.Keys[i], g))
 		}
 	}
-	want := c.layout.LayerBytes()
-	cur := l0        // the layer whose frames are arriving
+	lb := c.layout.LayerBytes()
+	cur := g0        // the group whose frames are arriving
 	valid := n       // its leading whole blocks so far
 	frame := 0       // frames handed over
-	next := func() { // layer cur is complete
+	next := func() { // group cur is complete
 		var err error
 		if valid < n {
-			err = fmt.Errorf("%w: layer %d: %d of %d blocks", ErrShortLoad, cur, valid, n)
+			err = fmt.Errorf("%w: group %d: %d of %d blocks", ErrShortLoad, cur, valid, n)
 		}
-		ld.finishLayer(cur, valid, err)
+		ld.finishGroup(cur, valid, err)
 		cur++
 		valid = n
 	}
-	err := c.cl.GetBatch(ctx, c.opts.Namespace, keys, func(f client.Frame, r io.Reader) error {
-		l, b := l0+frame/n, frame%n
+	err := c.getBatch(ctx, keys, func(i int) int64 { return c.layout.GroupBytes(g0 + i/n) }, func(f client.Frame, r io.Reader) error {
+		g, b := g0+frame/n, frame%n
 		frame++
-		for cur < l {
+		for cur < g {
 			next()
 		}
 		if b >= valid {
-			return nil // an earlier block of this layer is missing
+			return nil // an earlier block of this group is missing
 		}
-		if f.Missing || f.Length != want {
+		if f.Missing || f.Length != c.layout.GroupBytes(g) {
 			valid = b
 			return nil
 		}
-		dst := ld.dst.Region(b, l)
-		if int64(len(dst)) != want {
-			panic(fmt.Sprintf("BUG: target region of block %d layer %d is %d bytes, layout says %d", b, l, len(dst), want))
+		first, end := c.layout.GroupRange(g)
+		for l := first; l < end; l++ {
+			dst := ld.dst.Region(b, l)
+			if int64(len(dst)) != lb {
+				panic(fmt.Sprintf("BUG: target region of block %d layer %d is %d bytes, layout says %d", b, l, len(dst), lb))
+			}
+			if _, err := io.ReadFull(r, dst); err != nil {
+				return err
+			}
 		}
-		_, err := io.ReadFull(r, dst)
-		return err
+		return nil
 	})
 	if err == nil {
-		for cur < l1 {
+		for cur < g1 {
 			next()
 		}
 		return
@@ -207,10 +227,10 @@ func (ld *Load) loadGroup(ctx context.Context, l0, l1 int) {
 	} else {
 		valid = min(valid, (frame-1)%n)
 	}
-	err = fmt.Errorf("%w: layer %d: %d of %d blocks: %w", ErrShortLoad, cur, valid, n, err)
-	ld.finishLayer(cur, valid, err)
-	for l := cur + 1; l < l1; l++ {
-		ld.finishLayer(l, 0, fmt.Errorf("%w: layer %d: %w", ErrShortLoad, l, err))
+	err = fmt.Errorf("%w: group %d: %d of %d blocks: %w", ErrShortLoad, cur, valid, n, err)
+	ld.finishGroup(cur, valid, err)
+	for g := cur + 1; g < g1; g++ {
+		ld.finishGroup(g, 0, fmt.Errorf("%w: group %d: %w", ErrShortLoad, g, err))
 	}
 }
 

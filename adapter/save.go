@@ -21,10 +21,13 @@ type Source interface {
 // Save collects the layers of one request's new blocks as the prefill
 // completes them. Which blocks are new was decided once, from the request's
 // Plan (dedup by key, once per request rather than per layer). Layer never
-// blocks: the copy goes to staging memory and a bounded queue, or is dropped
-// and counted when either is full. A block is committed (its chained key
-// written) when every one of its layers is stored; a block with a dropped
-// or failed layer is never committed, so no reader sees it.
+// blocks: the copy goes to staging memory, which holds a group of layers
+// (Layout.GroupLayers) until its last layer comes, then to a bounded queue;
+// when the staging memory or the queue is full the group is dropped and
+// counted. A block is committed (its chained key written) when every one of
+// its groups is stored; a block with a dropped or failed group is never
+// committed, so no reader sees it. Layers come in order: a layer that does
+// not follow the previous one of its group drops the group.
 //
 // A Save is used by one goroutine (the engine's prefill of the request).
 type Save struct {
@@ -33,13 +36,19 @@ type Save struct {
 	blocks []int // plan indices of the blocks to store
 	done   []atomic.Int32
 	broken []atomic.Bool
-	stored []chan struct{} // per layer, closed when its put returned or it was dropped
+	stored []chan struct{} // per layer, closed when its group's put returned or it was dropped
 	once   []sync.Once
+
+	// The group being staged: its chunks (one per block), and the next
+	// layer it expects.
+	cur      [][]byte
+	curGroup int
+	curNext  int
 }
 
 // Save starts saving the full blocks of plan that the store does not hold.
 func (c *Connector) Save(plan Plan) *Save {
-	s := &Save{c: c, keys: plan.Keys}
+	s := &Save{c: c, keys: plan.Keys, curGroup: -1}
 	for i := range plan.Keys {
 		if i < plan.HitBlocks || (i < len(plan.Stored) && plan.Stored[i]) {
 			c.st.deduped.Add(1)
@@ -57,8 +66,8 @@ func (c *Connector) Save(plan Plan) *Save {
 	return s
 }
 
-// Stored returns a channel closed once layer l's put has returned, or the
-// layer was dropped (see Broken): the signal a decode instance waits for
+// Stored returns a channel closed once the put of layer l's group has
+// returned, or the group was dropped (see Broken): the signal a decode instance waits for
 // before reading the layer (Connector.LoadStream).
 func (s *Save) Stored(l int) <-chan struct{} { return s.stored[l] }
 
@@ -77,18 +86,28 @@ func (s *Save) markStored(l int) {
 	s.once[l].Do(func() { close(s.stored[l]) })
 }
 
+func (s *Save) markGroupStored(g int) {
+	first, end := s.c.layout.GroupRange(g)
+	for l := first; l < end; l++ {
+		s.markStored(l)
+	}
+}
+
 // Blocks returns the plan indices of the blocks this save stores.
 func (s *Save) Blocks() []int { return s.blocks }
 
+// layerJob is one group of layers of a save's blocks, staged.
 type layerJob struct {
 	s      *Save
-	layer  int
+	group  int
 	chunks [][]byte
 }
 
-// Layer queues layer l of the save's blocks, copied from src. It reports
-// false when the layer was dropped (queue or staging full, connector
-// closed, copy failed); the engine goes on either way.
+// Layer copies layer l of the save's blocks from src into the staged group,
+// and queues the group when l is its last layer. It reports false when the
+// layer was dropped, and with it its group (staging or queue full,
+// connector closed, copy failed, a layer out of order); the engine goes on
+// either way.
 func (s *Save) Layer(l int, src Source) (queued bool) {
 	return s.layer(context.Background(), false, l, src)
 }
@@ -107,50 +126,90 @@ func (s *Save) layer(ctx context.Context, wait bool, l int, src Source) (queued 
 		s.drop()
 		return false
 	}
+	g := c.layout.GroupOf(l)
+	first, end := c.layout.GroupRange(g)
 	if len(s.blocks) == 0 {
 		s.markStored(l)
 		return true
 	}
 	defer func() {
 		if !queued {
-			s.markStored(l)
+			s.markGroupStored(g)
 		}
 	}()
 	if c.closed.Load() {
+		s.dropGroup()
 		s.drop()
 		return false
 	}
-	chunks := c.stage.take(len(s.blocks))
-	for chunks == nil && wait && len(s.blocks) <= c.stage.max {
-		select {
-		case <-c.stage.freed:
-		case <-ctx.Done():
-		case <-c.ctx.Done():
+	if l == first {
+		s.dropGroup() // a group left unfinished by layers that never came
+		chunks := c.stage.take(len(s.blocks))
+		for chunks == nil && wait && len(s.blocks) <= c.stage.max {
+			select {
+			case <-c.stage.freed:
+			case <-ctx.Done():
+			case <-c.ctx.Done():
+			}
+			if ctx.Err() != nil || c.ctx.Err() != nil {
+				break
+			}
+			chunks = c.stage.take(len(s.blocks))
 		}
-		if ctx.Err() != nil || c.ctx.Err() != nil {
-			break
+		if chunks == nil {
+			s.drop()
+			return false
 		}
-		chunks = c.stage.take(len(s.blocks))
+		size := c.layout.GroupBytes(g)
+		for j := range chunks {
+			chunks[j] = chunks[j][:size]
+		}
+		s.cur, s.curGroup, s.curNext = chunks, g, l
 	}
-	if chunks == nil {
+	if s.cur == nil || s.curGroup != g || s.curNext != l {
+		// The group's first layers were dropped, or this layer is out of
+		// order: the group cannot be completed.
+		s.dropGroup()
 		s.drop()
 		return false
 	}
+	lb := c.layout.LayerBytes()
+	off := int64(l-first) * lb
 	for j, i := range s.blocks {
-		if err := src.CopyLayer(i, l, chunks[j]); err != nil {
-			c.stage.give(chunks)
+		if err := src.CopyLayer(i, l, s.cur[j][off:off+lb]); err != nil {
 			c.opts.Logger.Warn("adapter: copying a layer to save failed", "layer", l, "err", err)
+			s.dropGroup()
 			s.drop()
 			return false
 		}
 	}
-	job := &layerJob{s: s, layer: l, chunks: chunks}
+	s.curNext = l + 1
+	if l < end-1 {
+		return true
+	}
+	job := &layerJob{s: s, group: g, chunks: s.cur}
+	s.cur, s.curGroup = nil, -1
 	if !c.enqueue(ctx, wait, job) {
-		c.stage.give(chunks)
+		c.stage.give(job.chunks)
 		s.drop()
 		return false
 	}
 	return true
+}
+
+// dropGroup gives the staged group's chunks back, if one is staged; its
+// blocks are marked broken.
+func (s *Save) dropGroup() {
+	if s.cur == nil {
+		return
+	}
+	s.c.stage.give(s.cur)
+	g := s.curGroup
+	s.cur, s.curGroup = nil, -1
+	for i := range s.broken {
+		s.broken[i].Store(true)
+	}
+	s.markGroupStored(g)
 }
 
 // enqueue hands a job to the workers: at once, or with wait until there is
@@ -197,7 +256,7 @@ func (c *Connector) saveWorker() {
 		// about LoadRequestBytes: when saves back up, fewer and larger
 		// requests drain them with less work per byte.
 		batch = append(batch[:0], j)
-		frames, bytes := len(j.chunks), int64(len(j.chunks))*c.layout.LayerBytes()
+		frames, bytes := len(j.chunks), int64(len(j.chunks))*c.layout.GroupBytes(j.group)
 	more:
 		for bytes < c.opts.LoadRequestBytes {
 			select {
@@ -207,7 +266,7 @@ func (c *Connector) saveWorker() {
 				}
 				batch = append(batch, j)
 				frames += len(j.chunks)
-				bytes += int64(len(j.chunks)) * c.layout.LayerBytes()
+				bytes += int64(len(j.chunks)) * c.layout.GroupBytes(j.group)
 				if frames >= maxFrames/2 {
 					break more
 				}
@@ -219,7 +278,7 @@ func (c *Connector) saveWorker() {
 			for _, j := range batch {
 				c.stage.give(j.chunks)
 				c.st.dropped.Add(1)
-				j.s.markStored(j.layer)
+				j.s.markGroupStored(j.group)
 			}
 		} else {
 			c.runSaves(batch)
@@ -229,16 +288,17 @@ func (c *Connector) saveWorker() {
 	}
 }
 
-// runSaves stores the layers of jobs in one multi-put and commits, in a
-// second, the blocks whose last layer this was.
+// runSaves stores the groups of jobs in one multi-put and commits, in a
+// second, the blocks whose last group this was.
 func (c *Connector) runSaves(jobs []*layerJob) {
 	var items []client.Item
+	fp := c.layout.fingerprint()
 	for _, j := range jobs {
 		for n, i := range j.s.blocks {
-			items = append(items, client.Item{Key: c.layout.LayerKey(j.s.keys[i], j.layer), Data: j.chunks[n]})
+			items = append(items, client.Item{Key: c.layout.groupKey(fp, j.s.keys[i], j.group), Data: j.chunks[n]})
 		}
 	}
-	res, err := c.cl.PutBatch(c.ctx, c.opts.Namespace, items)
+	res, err := c.putBatch(c.ctx, items)
 	var commit []client.Item
 	at := 0
 	for _, j := range jobs {
@@ -251,14 +311,15 @@ func (c *Connector) runSaves(jobs []*layerJob) {
 				s.broken[n].Store(true)
 				continue
 			}
-			c.st.savedLayers.Add(1)
-			c.st.savedBytes.Add(c.layout.LayerBytes())
-			if int(s.done[n].Add(1)) == c.layout.Layers && !s.broken[n].Load() {
+			first, end := c.layout.GroupRange(j.group)
+			c.st.savedLayers.Add(int64(end - first))
+			c.st.savedBytes.Add(c.layout.GroupBytes(j.group))
+			if int(s.done[n].Add(1)) == c.layout.Groups() && !s.broken[n].Load() {
 				commit = append(commit, client.Item{Key: s.keys[s.blocks[n]], Data: c.commit})
 			}
 		}
 		at += len(s.blocks)
-		s.markStored(j.layer)
+		s.markGroupStored(j.group)
 	}
 	if err != nil {
 		c.st.saveErrors.Add(1)
@@ -267,7 +328,7 @@ func (c *Connector) runSaves(jobs []*layerJob) {
 	if len(commit) == 0 {
 		return
 	}
-	res, err = c.cl.PutBatch(c.ctx, c.opts.Namespace, commit)
+	res, err = c.putBatch(c.ctx, commit)
 	for n := range commit {
 		if err == nil || (n < len(res) && res[n].Err == nil && res[n].Status != "") {
 			c.st.committed.Add(1)
@@ -280,7 +341,7 @@ func (c *Connector) runSaves(jobs []*layerJob) {
 }
 
 // staging is the bounded host memory saves copy layers into: a free list of
-// LayerBytes chunks, allocated on first use up to the budget and reused
+// chunks of one group of one block, allocated on first use up to the budget and reused
 // after, so steady-state saves allocate nothing.
 type staging struct {
 	size int64

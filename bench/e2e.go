@@ -70,6 +70,13 @@ type E2EOptions struct {
 	// OnlyRunLayout measures adapter_load on Layout only, not also on
 	// Llama-3-8B's 32 MiB blocks (tests keep their memory small).
 	OnlyRunLayout bool
+	// Rounds replays the sample this many times in each mode, the modes'
+	// order rotating from round to round, so a burst of other work on the
+	// machine hits every mode alike; rows pool the rounds. Default 1.
+	Rounds int
+	// LoadAlways turns the engines' LoadIfFaster off: every pool hit is
+	// loaded, even when computing it is estimated to be faster.
+	LoadAlways bool
 	// Quick shrinks everything to finish in well under two minutes.
 	Quick bool
 	// Progress, if set, advances once per finished request.
@@ -95,6 +102,7 @@ func (o *E2EOptions) ensureDefaults() {
 	pick(&o.MaxOutput, 16, 4)
 	pick(&o.PoolBlocks, 48, 48)
 	pick(&o.LoadBlocks, 16, 16)
+	pick(&o.Rounds, 1, 1)
 	if o.Duration == 0 {
 		o.Duration = 60 * time.Second
 		if o.Quick {
@@ -115,7 +123,7 @@ func (o *E2EOptions) ensureDefaults() {
 // E2ETicks is the number of Progress ticks RunE2E makes.
 func E2ETicks(o E2EOptions) int64 {
 	o.ensureDefaults()
-	return int64(3 * o.Requests)
+	return int64(3 * o.Requests * o.Rounds)
 }
 
 type e2eRequest struct {
@@ -219,12 +227,33 @@ func RunE2E(ctx context.Context, o E2EOptions) (*E2EResult, error) {
 		return nil, err
 	}
 	res := &E2EResult{Options: o, Report: &Report{}}
-	for _, mode := range []string{ModeRecompute, ModeLocal, ModePool} {
-		mr, err := replayE2E(ctx, o, cl, model, mode, sample)
-		if err != nil {
-			return nil, err
+	modes := []string{ModeRecompute, ModeLocal, ModePool}
+	pooled := make([]E2EModeResult, len(modes))
+	var roundRatios []float64
+	for r := range o.Rounds {
+		means := map[string]float64{}
+		for i := range modes {
+			k := (i + r) % len(modes)
+			mr, err := replayE2E(ctx, o, cl, model, modes[k], sample)
+			if err != nil {
+				return nil, err
+			}
+			means[modes[k]] = meanSeconds(mr.TTFT)
+			p := &pooled[k]
+			p.Mode = mr.Mode
+			p.TTFT = append(p.TTFT, mr.TTFT...)
+			p.Results = append(p.Results, mr.Results...)
+			p.Stats = append(p.Stats, mr.Stats...)
+			p.Adapter = append(p.Adapter, mr.Adapter...)
+			p.Failed += mr.Failed
 		}
-		res.Modes = append(res.Modes, mr)
+		if means[ModeLocal] > 0 {
+			roundRatios = append(roundRatios, means[ModePool]/means[ModeLocal])
+		}
+	}
+	for _, p := range pooled {
+		slices.Sort(p.TTFT)
+		res.Modes = append(res.Modes, p)
 	}
 	var local float64
 	for _, mr := range res.Modes {
@@ -238,6 +267,8 @@ func RunE2E(ctx context.Context, o E2EOptions) (*E2EResult, error) {
 			row["baseline_ttft_mean_s"] = local
 			row["ttft_vs_baseline"] = mean / local
 			row["ratio"] = local / mean // speed-up: higher is better
+			row["rounds"] = o.Rounds
+			row["round_ttft_vs_baseline"] = roundRatios
 		}
 		res.Report.Add(row)
 	}
@@ -279,7 +310,7 @@ func replayE2E(ctx context.Context, o E2EOptions, cl *client.Client, model *sche
 		eo := enginesim.Options{
 			Name: fmt.Sprintf("%s-%d", mode, i), Layout: o.Layout, Namespace: ns, PoolBlocks: o.PoolBlocks,
 			DisablePrefixCache: mode == ModeRecompute, Prefill: model, TimeScale: o.TimeScale,
-			MaxWaiting: len(sample), MaxTokens: o.MaxOutput, Logger: o.Logger,
+			MaxWaiting: len(sample), MaxTokens: o.MaxOutput, Logger: o.Logger, DisableLoadIfFaster: o.LoadAlways,
 		}
 		if mode == ModePool {
 			c, err := adapter.New(adapter.Options{Client: cl, Namespace: ns, Layout: o.Layout, Logger: o.Logger})
@@ -337,6 +368,17 @@ func replayE2E(ctx context.Context, o E2EOptions, cl *client.Client, model *sche
 	return mr, ctx.Err()
 }
 
+func meanSeconds(ds []time.Duration) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum.Seconds() / float64(len(ds))
+}
+
 func ttftQuantile(sorted []time.Duration, q float64) float64 {
 	if len(sorted) == 0 {
 		return 0
@@ -354,7 +396,7 @@ func e2eRow(o E2EOptions, mr E2EModeResult) Row {
 	if len(mr.TTFT) > 0 {
 		mean = sum.Seconds() / float64(len(mr.TTFT))
 	}
-	var prompt, local, pool, computed, recomputed, wrong, loadBytes int64
+	var prompt, local, pool, computed, recomputed, skipped, wrong, loadBytes int64
 	var loadTime, stall time.Duration
 	tiers := map[string]int64{}
 	for _, s := range mr.Stats {
@@ -363,6 +405,7 @@ func e2eRow(o E2EOptions, mr E2EModeResult) Row {
 		pool += s.PoolHitTokens
 		computed += s.ComputedTokens
 		recomputed += s.RecomputedTokens
+		skipped += s.SkippedLoadTokens
 		wrong += s.WrongKV
 		loadBytes += s.LoadBytes
 		loadTime += s.LoadTime
@@ -390,7 +433,7 @@ func e2eRow(o E2EOptions, mr E2EModeResult) Row {
 		"ttft_mean_s": mean, "ttft_p50_s": ttftQuantile(mr.TTFT, 0.5), "ttft_p90_s": ttftQuantile(mr.TTFT, 0.9), "ttft_p99_s": ttftQuantile(mr.TTFT, 0.99),
 		"prompt_tokens": prompt, "saved_tokens": saved, "saved_frac": frac, "computed_tokens": computed,
 		"hit_hbm_tokens": local, "hit_dram_tokens": tiers["dram"], "hit_ssd_tokens": tiers["ssd"], "hit_remote_tokens": tiers[adapter.TierRemote],
-		"recomputed_tokens": recomputed, "wrong_kv": wrong, "load_bytes": loadBytes, "save_bytes": saveBytes, "save_dropped": dropped,
+		"recomputed_tokens": recomputed, "skipped_load_tokens": skipped, "wrong_kv": wrong, "load_bytes": loadBytes, "save_bytes": saveBytes, "save_dropped": dropped,
 		"load_s": loadTime.Seconds(), "load_stall_s": stall.Seconds(), "overlap_frac": overlap,
 		"time_scale": o.TimeScale, "scale": o.Scale, "offered_load": o.offered, "pool_blocks": o.PoolBlocks,
 	}
@@ -398,9 +441,10 @@ func e2eRow(o E2EOptions, mr E2EModeResult) Row {
 
 // measureAdapterLoad times adapter Loads of a stored prefix against a raw
 // multi-get of the same bytes stored as whole blocks (the cheapest way to
-// get them out of the node), for the run's layout and for a real one
-// (Llama-3-8B, 256-token blocks), whose layers are large enough that the
-// per-frame cost of the API stops mattering.
+// get them out of the node over HTTP), for the run's layout and for a real
+// one (Llama-3-8B, 256-token blocks). The adapter uses shared memory when
+// the node is on this host; the row also has the adapter over HTTP alone
+// and the raw read of the whole blocks through a shared-memory session.
 func measureAdapterLoad(ctx context.Context, o E2EOptions, cl *client.Client) ([]Row, error) {
 	real8b, _ := adapter.Preset("llama-3-8b", 256)
 	cases := []struct {
@@ -456,39 +500,93 @@ func measureAdapterLoad(ctx context.Context, o E2EOptions, cl *client.Client) ([
 			return nil, fmt.Errorf("bench: adapter_load: stored %d of %d blocks: %v", plan.HitBlocks, tc.blocks, err)
 		}
 		total := int64(len(mem))
-		// Interleave the two so the machine's load hits both alike.
-		var adapterT, rawT time.Duration
-		var n int
-		for adapterT+rawT < 2*dur || n < 3 {
-			t0 := time.Now()
-			res, _ := c.Load(ctx, plan, buf).Result(ctx)
-			adapterT += time.Since(t0)
-			if res.Blocks != tc.blocks {
-				c.Close(ctx)
-				return nil, fmt.Errorf("bench: adapter_load: loaded %d of %d blocks: %v", res.Blocks, tc.blocks, res.Err)
+		ch, err := adapter.New(adapter.Options{Client: cl, Namespace: ns, Layout: l, DisableShm: true, Logger: o.Logger})
+		if err != nil {
+			c.Close(ctx)
+			return nil, err
+		}
+		st, err := cl.OpenStaging(ctx, total+int64(tc.blocks)<<12)
+		if err != nil {
+			st = nil // the node is elsewhere or has shared memory off
+		}
+		closeAll := func() {
+			c.Close(ctx)
+			ch.Close(ctx)
+			if st != nil {
+				st.Close()
 			}
-			t0 = time.Now()
-			i := 0
-			err := cl.GetBatch(ctx, ns, whole, func(f client.Frame, r io.Reader) error {
-				off := int64(i) * l.BlockBytes()
-				i++
+		}
+		sizes := make([]int64, tc.blocks)
+		for i := range sizes {
+			sizes[i] = l.BlockBytes()
+		}
+		intoMem := func(i *int) func(f client.Frame, r io.Reader) error {
+			return func(f client.Frame, r io.Reader) error {
+				off := int64(*i) * l.BlockBytes()
+				*i++
 				_, err := io.ReadFull(r, mem[off:off+f.Length])
 				return err
-			})
+			}
+		}
+		// Interleave them all so the machine's load hits each alike; the
+		// first round warms up (sessions opened, segments touched) and is
+		// not counted.
+		var adapterT, httpT, rawT, shmT time.Duration
+		n := -1
+		for adapterT+rawT < 2*dur || n < 3 {
+			if n == 0 {
+				adapterT, httpT, rawT, shmT = 0, 0, 0, 0
+			}
+			for _, x := range []struct {
+				c *adapter.Connector
+				t *time.Duration
+			}{{c, &adapterT}, {ch, &httpT}} {
+				t0 := time.Now()
+				res, _ := x.c.Load(ctx, plan, buf).Result(ctx)
+				*x.t += time.Since(t0)
+				if res.Blocks != tc.blocks {
+					closeAll()
+					return nil, fmt.Errorf("bench: adapter_load: loaded %d of %d blocks: %v", res.Blocks, tc.blocks, res.Err)
+				}
+			}
+			if st != nil {
+				t0 := time.Now()
+				i := 0
+				err := st.GetBatch(ctx, ns, whole, sizes, intoMem(&i))
+				shmT += time.Since(t0)
+				if err != nil {
+					closeAll()
+					return nil, err
+				}
+			}
+			t0 := time.Now()
+			i := 0
+			err := cl.GetBatch(ctx, ns, whole, intoMem(&i))
 			rawT += time.Since(t0)
 			if err != nil {
-				c.Close(ctx)
+				closeAll()
 				return nil, err
 			}
 			n++
 		}
-		c.Close(ctx)
-		gbps := float64(total) * float64(n) / adapterT.Seconds() / 1e9
-		base := float64(total) * float64(n) / rawT.Seconds() / 1e9
-		rows = append(rows, Row{
+		transport := "http"
+		if c.Stats().ShmLoadRequests > 0 {
+			transport = "shm"
+		}
+		closeAll()
+		rate := func(d time.Duration) float64 { return float64(total) * float64(n) / d.Seconds() / 1e9 }
+		gbps, base := rate(adapterT), rate(rawT)
+		row := Row{
 			"name": "adapter_load", "layout": l.Name, "block_bytes": l.BlockBytes(), "layer_bytes": l.LayerBytes(), "blocks": tc.blocks,
+			"groups": l.Groups(), "group_bytes": l.GroupBytes(0), "transport": transport,
 			"loads": n, "gbps": gbps, "baseline": "whole_block_multiget", "baseline_gbps": base, "ratio": gbps / base,
-		})
+			"http_gbps": rate(httpT), "http_ratio": rate(httpT) / base,
+		}
+		if st != nil {
+			row["shm_baseline_gbps"] = rate(shmT)
+			row["ratio_vs_shm_baseline"] = gbps / rate(shmT)
+		}
+		rows = append(rows, row)
 	}
 	return rows, nil
 }
@@ -518,6 +616,12 @@ func (t flatTarget) CopyLayer(blk, layer int, dst []byte) error {
 // fraction is the part of it the streaming took off the critical path.
 func measureDisagg(ctx context.Context, o E2EOptions, cl *client.Client, model *scheduler.PrefillModel) (Row, error) {
 	l := o.Layout
+	if l.GroupLayers == 0 {
+		// What remains exposed is the last group's transfer: a
+		// disaggregated deployment stores smaller groups than the
+		// default (sim-70b: 10 groups of 8 layers rather than 3).
+		l.GroupLayers = min(l.Layers, 8)
+	}
 	prompts := 4
 	if o.Quick {
 		prompts = 2
@@ -592,7 +696,7 @@ func measureDisagg(ctx context.Context, o E2EOptions, cl *client.Client, model *
 	}
 	n := float64(prompts)
 	return Row{
-		"name": "disagg", "layout": l.Name, "prompts": prompts, "prompt_tokens": blocks * l.BlockTokens,
+		"name": "disagg", "layout": l.Name, "groups": l.Groups(), "prompts": prompts, "prompt_tokens": blocks * l.BlockTokens,
 		"prefill_s": prefillT.Seconds() / n, "transfer_s": refT.Seconds() / n, "exposed_s": exposedT.Seconds() / n,
 		"hidden_frac": hidden, "time_scale": o.TimeScale,
 	}, nil

@@ -13,7 +13,9 @@ import (
 
 // A small replay against a real node: four conversations of three turns, the
 // turns 8 s apart in the trace and routed to alternating engines, so only
-// the pool sees a previous turn's blocks on the other engine.
+// the pool sees a previous turn's blocks on the other engine. Every hit is
+// loaded (LoadAlways): whether a load pays is timing, and the test is about
+// what the pool adds.
 func TestRunE2E(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays against a real node; skipped with -short")
@@ -35,7 +37,7 @@ func TestRunE2E(t *testing.T) {
 	}
 	_, url := servetest.Serve(t, "--dram-capacity", "256MiB")
 	res, err := RunE2E(t.Context(), E2EOptions{Trace: trace, Addr: url, Requests: 12, Scale: 10, TimeScale: 0.01,
-		LoadBlocks: 4, OnlyRunLayout: true, Quick: true})
+		LoadBlocks: 4, OnlyRunLayout: true, Quick: true, LoadAlways: true, Rounds: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,8 @@ func TestRunE2E(t *testing.T) {
 	}
 	for _, mode := range []string{"recompute", "local", "pool"} {
 		r := rows["e2e/"+mode]
-		if r == nil || r["requests"].(float64) != 12 || r["failed"].(float64) != 0 || r["wrong_kv"].(float64) != 0 {
+		// Two rounds, pooled.
+		if r == nil || r["requests"].(float64) != 24 || r["failed"].(float64) != 0 || r["wrong_kv"].(float64) != 0 {
 			t.Fatalf("%s row: %v", mode, r)
 		}
 		for _, k := range []string{"ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s"} {
@@ -78,6 +81,12 @@ func TestRunE2E(t *testing.T) {
 	pool := rows["e2e/pool"]
 	if pool["hit_dram_tokens"].(float64) <= 0 || pool["saved_tokens"].(float64) <= rows["e2e/local"]["saved_tokens"].(float64) {
 		t.Errorf("the pool added no hits: %v", pool)
+	}
+	if pool["skipped_load_tokens"] != 0.0 {
+		t.Errorf("loads skipped with LoadAlways: %v", pool)
+	}
+	if rr, _ := pool["round_ttft_vs_baseline"].([]any); len(rr) != 2 || pool["rounds"].(float64) != 2 {
+		t.Errorf("pool row rounds: %v", pool)
 	}
 	if pool["baseline"] != "local" || pool["ratio"].(float64) <= 0 {
 		t.Errorf("pool row baseline: %v", pool)

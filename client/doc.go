@@ -16,5 +16,11 @@
 //		// recompute
 //	}
 //
-// The package imports only package block of this module.
+// On the node's host, OpenStaging opens a shared-memory session (the node's
+// /v1/shm socket and a sealed memfd both map): its GetBatch and PutBatch
+// move blocks through the segment instead of HTTP bodies, verified by
+// CRC-32C the same way.
+//
+// The package imports only package block of this module (and x/sys/unix for
+// the shared-memory session).
 package client

@@ -43,6 +43,10 @@ type Result struct {
 	// RecomputedTokens were planned as a pool hit but failed to load
 	// (node gone, missing layer) and were computed instead.
 	RecomputedTokens int
+	// SkippedLoadTokens were a pool hit the engine chose to compute
+	// because loading them was estimated to take longer (LoadIfFaster);
+	// they count in ComputedTokens.
+	SkippedLoadTokens int
 }
 
 // Job is a request in the engine.
@@ -93,12 +97,16 @@ type Engine struct {
 	}
 	running []*Job
 	st      counters
+	// loads learns the adapter's load time from the loads done; skipRun
+	// counts the loads skipped in a row (the engine loop alone uses it).
+	loads   loadModel
+	skipRun int
 }
 
 type counters struct {
 	requests, rejected, completed, failed                     atomic.Int64
 	promptTokens, computedTokens, localHitTokens, poolHitToks atomic.Int64
-	recomputed, wrongKV, offloaded, generated                 atomic.Int64
+	recomputed, wrongKV, offloaded, generated, skippedLoad    atomic.Int64
 	loadBytes, loadNanos, stallNanos, ttftNanos               atomic.Int64
 }
 
@@ -278,8 +286,17 @@ func (e *Engine) prefill(ctx context.Context, j *Job) bool {
 	hit := m
 	poolHit := 0
 	if plan.HitBlocks > m {
-		poolHit = plan.HitBlocks - m
-		hit = plan.HitBlocks
+		if e.opts.DisableLoadIfFaster || e.loadPays(len(j.req.Tokens), m, plan.HitBlocks) {
+			poolHit = plan.HitBlocks - m
+			hit = plan.HitBlocks
+			e.skipRun = 0
+		} else {
+			// Computing these blocks is faster than loading them; they
+			// are stored already, so the save skips them.
+			e.skipRun++
+			j.res.SkippedLoadTokens = (plan.HitBlocks - m) * bt
+			e.st.skippedLoad.Add(int64(j.res.SkippedLoadTokens))
+		}
 	}
 	var ld *adapter.Load
 	if poolHit > 0 {
@@ -294,15 +311,19 @@ func (e *Engine) prefill(ctx context.Context, j *Job) bool {
 	perLayer := e.prefillTime(n, hit*bt) / time.Duration(L)
 	var stall time.Duration
 	src := pageSource{e: e, pages: all}
-	// Layer l's compute ends perLayer after the later of the previous
-	// layer's end and its KV's arrival: a deadline rather than a sleep per
-	// layer, so a timer that fires late on a busy machine costs once, not
-	// once per layer.
+	// A group of layers (Layout.GroupLayers: the unit loads land in and
+	// saves are stored in) is computed in one stretch, ending perLayer
+	// times its layers after the later of the previous group's end and
+	// its KV's arrival: a deadline rather than a sleep per layer, so a
+	// timer that fires late on a busy machine costs once per group, not
+	// once per layer (80 late wake-ups would add more than the compute
+	// they stand for).
 	due := time.Now()
-	for l := range L {
+	for g := range e.layout.Groups() {
+		first, end := e.layout.GroupRange(g)
 		if ld != nil {
 			t0 := time.Now()
-			ld.Wait(ctx, l)
+			ld.Wait(ctx, first)
 			if arrived := time.Now(); arrived.After(due) {
 				from := due
 				if t0.After(from) {
@@ -312,16 +333,18 @@ func (e *Engine) prefill(ctx context.Context, j *Job) bool {
 				due = arrived
 			}
 		}
-		due = due.Add(perLayer)
+		due = due.Add(perLayer * time.Duration(end-first))
 		sleep(ctx, time.Until(due))
-		for b := hit; b < len(keys); b++ {
-			Fill(e.scratch, keys[b], l)
-			if err := e.dev.CopyIn(ctx, all[b], l*int(lb), e.scratch); err != nil {
-				panic("BUG: enginesim: writing an allocated page: " + err.Error())
+		for l := first; l < end; l++ {
+			for b := hit; b < len(keys); b++ {
+				Fill(e.scratch, keys[b], l)
+				if err := e.dev.CopyIn(ctx, all[b], l*int(lb), e.scratch); err != nil {
+					panic("BUG: enginesim: writing an allocated page: " + err.Error())
+				}
 			}
-		}
-		if sv != nil {
-			sv.Layer(l, src)
+			if sv != nil {
+				sv.Layer(l, src)
+			}
 		}
 	}
 	loaded := 0
@@ -335,6 +358,7 @@ func (e *Engine) prefill(ctx context.Context, j *Job) bool {
 			j.res.LoadTime = max(j.res.LoadTime, at)
 		}
 		j.res.LoadStall = stall
+		e.loads.add(int64(poolHit)*e.layout.BlockBytes(), j.res.LoadTime)
 		if lost := poolHit - loaded; lost > 0 {
 			// The rest of the planned hit is computed after all: the
 			// layers already computed assumed it, so the cost is the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,8 +21,9 @@ const ns = "acme/sim"
 // quiet drops the logs of failures the tests cause on purpose.
 var quiet = slog.New(slog.DiscardHandler)
 
-// layout: 8 layers, 32 tokens a block, 2 KiB a layer of a block.
-var layout = adapter.Layout{Name: "test", Layers: 8, KVHeads: 2, HeadDim: 8, DTypeBytes: 2, BlockTokens: 32}
+// layout: 8 layers, 32 tokens a block, 2 KiB a layer of a block, stored in
+// 4 groups of 2 layers.
+var layout = adapter.Layout{Name: "test", Layers: 8, KVHeads: 2, HeadDim: 8, DTypeBytes: 2, BlockTokens: 32, GroupLayers: 2}
 
 func prompt(seed, n int) []uint32 {
 	t := make([]uint32, n)
@@ -31,15 +33,15 @@ func prompt(seed, n int) []uint32 {
 	return t
 }
 
-func connector(t *testing.T, url string, reqBytes ...int64) *adapter.Connector {
+func connector(t *testing.T, url string, mods ...func(*adapter.Options)) *adapter.Connector {
 	t.Helper()
 	cl, err := client.New(url, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := adapter.Options{Client: cl, Namespace: ns, Layout: layout, Logger: quiet}
-	if len(reqBytes) > 0 {
-		o.LoadRequestBytes = reqBytes[0]
+	for _, mod := range mods {
+		mod(&o)
 	}
 	c, err := adapter.New(o)
 	if err != nil {
@@ -57,7 +59,9 @@ func connector(t *testing.T, url string, reqBytes ...int64) *adapter.Connector {
 // time, so tests spend no time sleeping.
 func engine(t *testing.T, mod func(*enginesim.Options)) *enginesim.Engine {
 	t.Helper()
-	o := enginesim.Options{Layout: layout, Namespace: ns, TimeScale: 0.001, PoolBlocks: 64, Logger: quiet}
+	// Loads are always taken unless a test says otherwise: the tests are
+	// about what a load does, not whether it pays.
+	o := enginesim.Options{Layout: layout, Namespace: ns, TimeScale: 0.001, PoolBlocks: 64, Logger: quiet, DisableLoadIfFaster: true}
 	if mod != nil {
 		mod(&o)
 	}
@@ -126,6 +130,44 @@ func TestPoolSharedAcrossEngines(t *testing.T) {
 	}
 }
 
+// With compute a billion times faster than real, no load can beat it: the
+// first pool hit is loaded (nothing is known of loads yet) and teaches the
+// engine their cost; the next is computed and counted as skipped.
+func TestLoadIfFasterSkipsSlowLoads(t *testing.T) {
+	_, url := servetest.Serve(t)
+	ca, cb := connector(t, url), connector(t, url)
+	a := engine(t, func(o *enginesim.Options) { o.Connector = ca })
+	b := engine(t, func(o *enginesim.Options) {
+		o.Connector, o.TimeScale, o.DisableLoadIfFaster = cb, 1e-9, false
+	})
+	p1, p2 := prompt(11, 5*32+3), prompt(12, 5*32+3)
+	submit(t, a, p1, 1)
+	submit(t, a, p2, 1)
+	if err := ca.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if r := submit(t, b, p1, 1); r.PoolHitTokens != 5*32 || r.SkippedLoadTokens != 0 {
+		t.Fatalf("first hit, nothing learnt yet: %+v", r)
+	}
+	if s := b.Stats(); s.LoadBytesPerSecond <= 0 {
+		t.Fatalf("no load throughput learnt: %+v", s)
+	}
+	r := submit(t, b, p2, 1)
+	if r.PoolHitTokens != 0 || r.SkippedLoadTokens != 5*32 || r.ComputedTokens != len(p2) || r.LoadBytes != 0 {
+		t.Fatalf("second hit should be computed: %+v", r)
+	}
+	if s := b.Stats(); s.SkippedLoadTokens != 5*32 || s.WrongKV != 0 {
+		t.Fatalf("b stats %+v", s)
+	}
+	var m strings.Builder
+	if err := b.WriteMetrics(&m); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m.String(), "enginesim_skipped_load_tokens_total 160\n") {
+		t.Fatalf("metrics do not count the skipped tokens:\n%s", m.String())
+	}
+}
+
 // killingDevice kills the yuebing node the first time the adapter writes into
 // layer killAt of a page: mid-Load.
 type killingDevice struct {
@@ -148,8 +190,9 @@ func (d *killingDevice) PageMemory(p adapter.Page) []byte {
 
 func TestNodeKilledMidLoadEngineRecomputes(t *testing.T) {
 	proc, url := servetest.Serve(t)
-	// b loads one layer per request, so the kill falls between requests.
-	ca, cb := connector(t, url), connector(t, url, 1)
+	// b loads one group per request, one request at a time, so the kill
+	// falls between requests.
+	ca, cb := connector(t, url), connector(t, url, func(o *adapter.Options) { o.LoadRequestBytes, o.LoadDepth = 1, 1 })
 	a := engine(t, func(o *enginesim.Options) { o.Connector = ca })
 	p := prompt(4, 6*32)
 	submit(t, a, p, 1)
@@ -184,17 +227,18 @@ func TestNodeKilledMidLoadEngineRecomputes(t *testing.T) {
 
 func TestEvictionOffloads(t *testing.T) {
 	_, url := servetest.Serve(t)
-	// A staging budget of nothing drops every save at prefill time; the
-	// blocks reach yuebing only when the pool evicts them.
+	// A staging budget of one block's group of layers drops every save at
+	// prefill time (they are of 4 blocks); the blocks reach yuebing only
+	// when the pool evicts them, one at a time.
 	cl, _ := client.New(url, client.Options{})
-	c, err := adapter.New(adapter.Options{Client: cl, Namespace: ns, Layout: layout, SaveStagingBytes: 2 * layout.LayerBytes(), Logger: quiet})
+	c, err := adapter.New(adapter.Options{Client: cl, Namespace: ns, Layout: layout, SaveStagingBytes: layout.GroupBytes(0), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
 	e := engine(t, func(o *enginesim.Options) { o.Connector = c; o.PoolBlocks = 4 })
 	p1 := prompt(5, 4*32)
-	submit(t, e, p1, 1) // 4 blocks, saves dropped: the staging holds one layer of one block
+	submit(t, e, p1, 1) // 4 blocks, saves dropped: the staging holds one group of one block
 	submit(t, e, prompt(6, 4*32), 1)
 	c.Flush(t.Context())
 	if s := e.Stats(); s.Offloaded == 0 {

@@ -52,6 +52,7 @@ type cacheReport struct {
 	PoolTierTokens   map[string]int `json:"pool_tier_tokens,omitempty"`
 	ComputedTokens   int            `json:"computed_tokens"`
 	RecomputedTokens int            `json:"recomputed_tokens"`
+	SkippedLoad      int            `json:"skipped_load_tokens"`
 	LoadBytes        int64          `json:"load_bytes"`
 	LoadS            float64        `json:"load_s"`
 	LoadStallS       float64        `json:"load_stall_s"`
@@ -195,7 +196,7 @@ func (e *Engine) report(res Result) *cacheReport {
 	return &cacheReport{
 		Engine: e.opts.Name, QueueS: res.Queue.Seconds(), TTFTS: res.TTFT.Seconds(),
 		LocalHitTokens: res.LocalHitTokens, PoolHitTokens: res.PoolHitTokens, PoolTierTokens: res.TierTokens,
-		ComputedTokens: res.ComputedTokens, RecomputedTokens: res.RecomputedTokens,
+		ComputedTokens: res.ComputedTokens, RecomputedTokens: res.RecomputedTokens, SkippedLoad: res.SkippedLoadTokens,
 		LoadBytes: res.LoadBytes, LoadS: res.LoadTime.Seconds(), LoadStallS: res.LoadStall.Seconds(),
 	}
 }

@@ -40,6 +40,12 @@ type Options struct {
 	DisablePrefixCache bool
 	// Connector, when set, is the yuebing pool: Lookup, Load and Save.
 	Connector *adapter.Connector
+	// DisableLoadIfFaster loads every pool hit. By default (LoadIfFaster)
+	// the engine loads a hit only when its estimated prefill with the load
+	// ends sooner than recomputing those tokens: the load time comes from
+	// the adapter's throughput measured on earlier loads, the prefill's
+	// from the profile, as a real engine's connector would decide.
+	DisableLoadIfFaster bool
 	// Prefill gives the time a prefill of n tokens with a cached prefix of
 	// p takes. Default scheduler.DefaultPrefillModel() (LLaMA3-70B on 8 x
 	// A800).

@@ -16,6 +16,12 @@ type Stats struct {
 	PoolTierTokens map[string]int64
 	// RecomputedTokens were planned hits that failed to load.
 	RecomputedTokens int64
+	// SkippedLoadTokens were pool hits computed because loading them was
+	// estimated to be slower (LoadIfFaster).
+	SkippedLoadTokens int64
+	// LoadBytesPerSecond is the load throughput the engine has learnt
+	// (0 before its first load).
+	LoadBytesPerSecond float64
 	// WrongKV counts loaded layers whose bytes did not match their tokens
 	// (never expected: the adapter verifies every layer).
 	WrongKV int64
@@ -36,6 +42,7 @@ func (e *Engine) Stats() Stats {
 		Requests: s.requests.Load(), Rejected: s.rejected.Load(), Completed: s.completed.Load(), Failed: s.failed.Load(),
 		PromptTokens: s.promptTokens.Load(), LocalHitTokens: s.localHitTokens.Load(), PoolHitTokens: s.poolHitToks.Load(),
 		ComputedTokens: s.computedTokens.Load(), RecomputedTokens: s.recomputed.Load(), WrongKV: s.wrongKV.Load(),
+		SkippedLoadTokens: s.skippedLoad.Load(), LoadBytesPerSecond: e.loads.bytesPerSecond(),
 		Offloaded: s.offloaded.Load(), GeneratedTokens: s.generated.Load(), LoadBytes: s.loadBytes.Load(),
 		LoadTime: time.Duration(s.loadNanos.Load()), LoadStall: time.Duration(s.stallNanos.Load()), TTFTSum: time.Duration(s.ttftNanos.Load()),
 		PoolTierTokens: map[string]int64{},
@@ -65,6 +72,8 @@ func (e *Engine) WriteMetrics(w io.Writer) error {
 		{"enginesim_pool_hit_tokens_total", "Prompt tokens loaded from yuebing.", "counter", float64(s.PoolHitTokens)},
 		{"enginesim_computed_tokens_total", "Prompt tokens computed.", "counter", float64(s.ComputedTokens)},
 		{"enginesim_recomputed_tokens_total", "Planned hits that failed to load and were computed.", "counter", float64(s.RecomputedTokens)},
+		{"enginesim_skipped_load_tokens_total", "Pool hits computed because loading them was estimated to be slower.", "counter", float64(s.SkippedLoadTokens)},
+		{"enginesim_load_estimate_bytes_per_second", "Load throughput learnt from the loads done (0 before the first).", "gauge", s.LoadBytesPerSecond},
 		{"enginesim_wrong_kv_total", "Loaded layers whose bytes did not match their tokens.", "counter", float64(s.WrongKV)},
 		{"enginesim_offloaded_blocks_total", "Blocks saved to yuebing as the pool evicted them.", "counter", float64(s.Offloaded)},
 		{"enginesim_generated_tokens_total", "Tokens generated.", "counter", float64(s.GeneratedTokens)},

@@ -48,7 +48,7 @@ Without --addr a node is started in this process on a free loopback port.`,
 			for _, f := range []struct {
 				name string
 				v    int
-			}{{"--engines", o.Engines}, {"--requests", o.Requests}, {"--max-input", o.MaxInput}, {"--max-output", o.MaxOutput}, {"--pool-blocks", o.PoolBlocks}} {
+			}{{"--engines", o.Engines}, {"--requests", o.Requests}, {"--max-input", o.MaxInput}, {"--max-output", o.MaxOutput}, {"--pool-blocks", o.PoolBlocks}, {"--rounds", o.Rounds}} {
 				if f.v < 0 || f.v > 1<<20 {
 					return usageErrorf("%s: %d, want 1 to 1048576 (0 for the default)", f.name, f.v)
 				}
@@ -99,6 +99,8 @@ Without --addr a node is started in this process on a free loopback port.`,
 	f.IntVar(&o.PoolBlocks, "pool-blocks", 0, "each engine's HBM pool in blocks (default 48)")
 	f.StringVar(&layout, "layout", "", "KV layout preset (default sim-70b)")
 	f.IntVar(&blockTokensArg, "block-tokens", 512, "tokens per block of --layout")
+	f.IntVar(&o.Rounds, "rounds", 0, "replay the sample this many times per mode, the modes' order rotating, rows pooling the rounds (default 1)")
+	f.BoolVar(&o.LoadAlways, "load-always", false, "engines load every pool hit, even when computing it is estimated to be faster")
 	f.BoolVar(&o.Quick, "quick", false, "a reduced replay that finishes in under two minutes")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	f.StringVar(&plot, "plot", "", "also draw the TTFT distributions and token sources to this PNG file")

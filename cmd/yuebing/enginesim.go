@@ -26,7 +26,7 @@ func newEngineSimCmd() *cobra.Command {
 		listen, node, token, namespace, layoutName, profile, name, staging string
 		kvEvents, kvReplay                                                 string
 		blockTokens                                                        int
-		noCache, cluster                                                   bool
+		noCache, cluster, loadIfFaster                                     bool
 		o                                                                  enginesim.Options
 	)
 	cmd := &cobra.Command{
@@ -69,7 +69,7 @@ socket at --kv-replay, for 'yuebing conductor' to route by (docs/conductor.md).`
 			if err != nil {
 				return usageErrorf("--layout/--block-tokens: %v", err)
 			}
-			o.Layout, o.Name, o.DisablePrefixCache = layout, name, noCache
+			o.Layout, o.Name, o.DisablePrefixCache, o.DisableLoadIfFaster = layout, name, noCache, !loadIfFaster
 			if namespace == "" {
 				namespace = "sim/" + layout.Name
 			}
@@ -184,6 +184,7 @@ socket at --kv-replay, for 'yuebing conductor' to route by (docs/conductor.md).`
 	f.StringVar(&name, "name", "engine-sim", "engine name in responses and metrics")
 	f.IntVar(&o.PoolBlocks, "pool-blocks", 256, "KV pool size, in blocks")
 	f.BoolVar(&noCache, "no-prefix-cache", false, "turn the engine's own prefix cache off")
+	f.BoolVar(&loadIfFaster, "load-if-faster", true, "load a yuebing hit only when that is estimated to be faster than computing it")
 	f.StringVar(&profile, "prefill-profile", "", "prefill profile CSV input_len,prefix_len,seconds (default: LLaMA3-70B on 8 x A800)")
 	f.Float64Var(&o.TimeScale, "time-scale", 1, "multiply simulated compute times by this")
 	f.DurationVar(&o.DecodeStep, "decode-step", 30*time.Millisecond, "time of one decode iteration, before --time-scale")

@@ -42,6 +42,7 @@ func TestBenchHitrateUsage(t *testing.T) {
 		{[]string{"bench", "e2e"}, "--trace"},
 		{[]string{"bench", "e2e", "--trace", "x", "--engines", "-1"}, "--engines"},
 		{[]string{"bench", "e2e", "--trace", "x", "--scale", "-2"}, "--scale"},
+		{[]string{"bench", "e2e", "--trace", "x", "--rounds", "-1"}, "--rounds"},
 		{[]string{"bench", "e2e", "--trace", "x", "--layout", "gpt-9"}, "--layout"},
 		{[]string{"engine-sim", "--layout", "gpt-9"}, "--layout"},
 		{[]string{"engine-sim", "--block-tokens", "7"}, "--block-tokens"},
