@@ -12,20 +12,41 @@ import (
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/kvevents"
+	"github.com/yuebing/yuebing/scheduler"
 )
 
-var sinkPlan *Plan
-
-// BenchmarkPlaceWithEvents measures routing decisions per second on 16
-// engines, quiet and while each engine streams KV events (stores and evictions of
-// 8-block chains) over real ZMQ sockets: parsing a token-id prompt of 2,048
-// tokens, its 128 chained keys, Algorithm 1, and the speculative entry.
-func BenchmarkPlaceWithEvents(b *testing.B) {
-	b.Run("quiet", func(b *testing.B) { benchPlace(b, false) })
-	b.Run("events", func(b *testing.B) { benchPlace(b, true) })
+// Event rates of the benchmarks: none, every engine publishing a batch
+// every 2 ms (a busy engine: a prefill or an eviction each step), and as
+// fast as the machine lets sixteen publishers go (a pause of 100 µs).
+var eventRates = []struct {
+	name  string
+	every time.Duration
+}{
+	{"quiet", 0},
+	{"every-2ms", 2 * time.Millisecond},
+	{"flat-out", 100 * time.Microsecond},
 }
 
-func benchPlace(b *testing.B, events bool) {
+// BenchmarkDecideWithEvents measures routing decisions per second on 16
+// engines for requests already read and keyed (Router.Decide: each
+// engine's cached prefix, Algorithm 1, the speculative entry, then Done),
+// quiet and while each engine streams KV events over real ZMQ sockets.
+func BenchmarkDecideWithEvents(b *testing.B) {
+	for _, rate := range eventRates {
+		b.Run(rate.name, func(b *testing.B) { benchRouter(b, rate.every, true) })
+	}
+}
+
+// BenchmarkPlaceWithEvents is BenchmarkDecideWithEvents for the whole
+// decision (Router.Place): parsing a token-id prompt of 2,048 tokens and
+// chaining its 128 keys too.
+func BenchmarkPlaceWithEvents(b *testing.B) {
+	for _, rate := range eventRates {
+		b.Run(rate.name, func(b *testing.B) { benchRouter(b, rate.every, false) })
+	}
+}
+
+func benchRouter(b *testing.B, every time.Duration, decideOnly bool) {
 	const engines = 16
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -53,17 +74,41 @@ func benchPlace(b *testing.B, events bool) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	// Probes are off (no engine answers /metrics here); an empty queue
+	// report every 10 ms stands in for them, so queue estimates stay those
+	// of a served load and no decision is rejected.
+	wg.Go(func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			for _, e := range r.order {
+				_ = r.d.Heartbeat(e.ID, scheduler.Load{})
+			}
+		}
+	})
 	// Each engine stores a chain of 8 blocks per batch and evicts the
 	// chain it stored 64 batches before, as an engine with a full cache of
 	// 512 blocks does.
 	for i, p := range pubs {
-		if !events {
+		if every == 0 {
 			break
 		}
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(i), 1))
 			var ring [64][]kvevents.Hash
-			for n := 0; ctx.Err() == nil; n++ {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for n := 0; ; n++ {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
 				ts := make([]uint32, 8*testBS)
 				for j := range ts {
 					ts[j] = rng.Uint32()
@@ -79,14 +124,19 @@ func benchPlace(b *testing.B, events bool) {
 				}
 				ring[n%len(ring)] = hs
 				p.Publish(evs)
-				time.Sleep(100 * time.Microsecond)
 			}
 		})
 	}
 	bodies := make([][]byte, 64)
+	prepared := make([]Prepared, len(bodies))
 	for i := range bodies {
 		bodies[i] = body(b, prompt(i, 128), false)
+		if prepared[i], err = r.Prepare(Completions, bodies[i]); err != nil {
+			b.Fatal(err)
+		}
 	}
+	// Let the event streams reach their pace.
+	time.Sleep(100 * time.Millisecond)
 	var applied0 int64
 	for _, e := range r.order {
 		applied0 += e.stats.Batches.Load()
@@ -98,13 +148,21 @@ func benchPlace(b *testing.B, events bool) {
 	var next atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			p, err := r.Place(ctx, Completions, bodies[next.Add(1)%int64(len(bodies))])
+			i := next.Add(1) % int64(len(bodies))
+			var (
+				p   *Plan
+				err error
+			)
+			if decideOnly {
+				p, err = r.Decide(ctx, prepared[i])
+			} else {
+				p, err = r.Place(ctx, Completions, bodies[i])
+			}
 			if err != nil {
 				b.Error(err)
 				return
 			}
 			r.Done(p)
-			sinkPlan = p
 		}
 	})
 	el := time.Since(start).Seconds()

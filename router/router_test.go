@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/index"
+	"github.com/yuebing/yuebing/kvevents"
 	"github.com/yuebing/yuebing/kvevents/kveventstest"
 	"github.com/yuebing/yuebing/scheduler"
 )
@@ -144,7 +146,7 @@ func TestRouterFollowsEvents(t *testing.T) {
 	pub.Sync()
 	keys, _ := block.ChainKeys(testNS, testBS, shared)
 	kveventstest.WaitFor(t, "b's blocks in the scheduler", func() bool {
-		h := held(r, keys)
+		h := heldBy(r, keys)
 		return h["b"] == 8 && h["a"] == 0
 	})
 	for i := range 3 {
@@ -163,10 +165,10 @@ func TestRouterFollowsEvents(t *testing.T) {
 	pub.Batch(false, kveventstest.Stored([]int64{11, 12, 13, 14}, nil, other, testBS))
 	pub.Sync()
 	okeys, _ := block.ChainKeys(testNS, testBS, other)
-	kveventstest.WaitFor(t, "b holding the other prompt", func() bool { return held(r, okeys)["b"] == 4 })
+	kveventstest.WaitFor(t, "b holding the other prompt", func() bool { return heldBy(r, okeys)["b"] == 4 })
 	pub.Batch(false, kveventstest.Removed(11, 12, 13, 14))
 	pub.Sync()
-	kveventstest.WaitFor(t, "the eviction", func() bool { return held(r, okeys)["b"] == 0 })
+	kveventstest.WaitFor(t, "the eviction", func() bool { return heldBy(r, okeys)["b"] == 0 })
 	before := a.served.Load()
 	if w, err := serve(t, r, body(t, other, false)); err != nil || w.Code != http.StatusOK {
 		t.Fatalf("after eviction: %v %d", err, w.Code)
@@ -176,13 +178,9 @@ func TestRouterFollowsEvents(t *testing.T) {
 	}
 }
 
-// held returns each instance's prefix of keys in the scheduler.
-func held(r *Router, keys []block.Key) map[string]int {
-	out := map[string]int{}
-	for _, m := range r.d.Query(keys) {
-		out[m.ID] = m.Blocks
-	}
-	return out
+// heldBy returns each engine's prefix of keys in the router's view now.
+func heldBy(r *Router, keys []block.Key) map[string]int {
+	return heldAt(r, keys, time.Now().UnixNano())
 }
 
 // TestRouterSpeculates checks that a decision counts its prompt as cached
@@ -207,15 +205,89 @@ func TestRouterSpeculates(t *testing.T) {
 		if got := second.Decision.PrefixTokens; got != 64*testBS {
 			t.Fatalf("the burst's second request reuses %d tokens, want %d", got, 64*testBS)
 		}
-		if h := held(r, first.Keys); h[first.Decision.Prefill] != 64 {
+		if h := heldBy(r, first.Keys); h[first.Decision.Prefill] != 64 {
 			t.Fatalf("held %v", h)
 		}
+		// The second request renews the first's entries, or pulls the
+		// prefix to the other engine and counts them there too.
+		want := int64(64)
+		if second.Decision.Prefill != first.Decision.Prefill {
+			want = 128
+		}
+		if n := r.specCount.Load(); n != want {
+			t.Fatalf("%d speculative entries, want %d", n, want)
+		}
+		if st, _ := r.d.Instance(first.Decision.Prefill); st.Blocks != 64 {
+			t.Fatalf("the scheduler's status shows %d blocks on %s, want 64", st.Blocks, first.Decision.Prefill)
+		}
 		time.Sleep(2 * time.Second)
-		r.expire(time.Now())
-		if h := held(r, first.Keys); h["a"] != 0 || h["b"] != 0 {
+		if h := heldBy(r, first.Keys); h["a"] != 0 || h["b"] != 0 {
 			t.Fatalf("unconfirmed speculative entries outlived their TTL: %v", h)
 		}
+		r.expire(time.Now().UnixNano())
+		if n := r.specCount.Load(); n != 0 {
+			t.Fatalf("%d speculative entries after the sweep, want 0", n)
+		}
+		if st, _ := r.d.Instance(first.Decision.Prefill); st.Blocks != 0 {
+			t.Fatalf("the scheduler's status shows %d blocks after the sweep, want 0", st.Blocks)
+		}
 	})
+}
+
+// TestRouterEventsOverruleSpeculation checks that an engine's events win
+// over the router's guess: a stored block is confirmed (and outlives the
+// TTL), a removed one is gone at once, a cleared cache keeps only the
+// guesses.
+func TestRouterEventsOverruleSpeculation(t *testing.T) {
+	r, err := New(Options{Model: testModel, Namespace: testNS, BlockSize: testBS,
+		Engines: []Engine{{ID: "a", URL: "http://127.0.0.1:1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := block.ChainKeys(testNS, testBS, prompt(9, 8))
+	sink := engineSink{r: r, e: r.engines["a"]}
+	now := time.Now().UnixNano()
+	r.speculate("a", keys, now)
+	ttl := int64(r.opts.SpeculativeTTL)
+	steps := []struct {
+		name   string
+		u      kvevents.Update
+		at     int64
+		want   int
+		wantSp int64
+	}{
+		{"speculated", kvevents.Update{}, now, 8, 8},
+		{"blocks 0-3 stored", kvevents.Update{Changes: changes(keys[:4], 1)}, now, 8, 4},
+		{"confirmed ones outlive the TTL", kvevents.Update{}, now + 2*ttl, 4, 4},
+		{"block 2 removed", kvevents.Update{Changes: changes(keys[2:3], 0)}, now, 2, 4},
+		{"block 5 removed", kvevents.Update{Changes: changes(keys[5:6], 0)}, now, 2, 3},
+		{"cleared", kvevents.Update{Reset: true}, now, 0, 3},
+	}
+	for _, s := range steps {
+		sink.Apply(s.u)
+		if got := heldAt(r, keys, s.at)["a"]; got != s.want {
+			t.Fatalf("%s: a holds %d blocks of the prompt, want %d", s.name, got, s.want)
+		}
+		if n := r.specCount.Load(); n != s.wantSp {
+			t.Fatalf("%s: %d speculative entries, want %d", s.name, n, s.wantSp)
+		}
+	}
+}
+
+func changes(keys []block.Key, tiers index.TierMask) []kvevents.Change {
+	var cs []kvevents.Change
+	for _, k := range keys {
+		cs = append(cs, kvevents.Change{Key: k, Tiers: tiers})
+	}
+	return cs
+}
+
+func heldAt(r *Router, keys []block.Key, now int64) map[string]int {
+	out := map[string]int{}
+	for _, h := range r.match(keys, now, nil) {
+		out[h.Instance] = h.Blocks
+	}
+	return out
 }
 
 func TestRouterRejectsWhenOverloaded(t *testing.T) {
