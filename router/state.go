@@ -29,8 +29,8 @@ type engine struct {
 		// blocks are the blocks the router counts the engine as holding:
 		// those its events report, and those the router placed prompts
 		// for, not yet confirmed (speculative), each in one entry so a
-		// match costs one lookup per key.
-		blocks map[block.Key]held
+		// match costs one lookup per key and a renewal none more.
+		blocks *blockTable
 		// specs counts the entries with a speculative expiry.
 		specs int
 		// up is false while the engine is out of the scheduler after a
@@ -53,7 +53,7 @@ func (h held) live(now int64) bool { return h.tiers != 0 || h.spec > now }
 
 func newEngine(cfg Engine, role scheduler.Role) *engine {
 	e := &engine{Engine: cfg, role: role, stats: new(kvevents.Stats)}
-	e.mu.blocks = make(map[block.Key]held)
+	e.mu.blocks = newBlockTable()
 	e.mu.up = true
 	return e
 }
@@ -75,27 +75,30 @@ func (s engineSink) Apply(u kvevents.Update) {
 	e.mu.Lock()
 	bs := e.mu.blocks
 	if u.Reset {
-		for k, h := range bs {
-			if h.spec == 0 {
-				delete(bs, k)
-			} else {
-				bs[k] = held{spec: h.spec}
-			}
-		}
+		bs.filter(func(h *held) bool {
+			h.tiers = 0
+			return h.spec != 0
+		})
 	}
-	for _, c := range u.Changes {
-		h, ok := bs[c.Key]
+	for i := range u.Changes {
+		c := &u.Changes[i]
+		if c.Tiers == 0 {
+			if h := bs.find(&c.Key); h != nil {
+				if h.spec != 0 {
+					unspec++
+				}
+				bs.remove(&c.Key)
+			}
+			continue
+		}
+		h, _ := bs.upsert(&c.Key)
 		if h.spec != 0 {
 			unspec++
 		}
-		if c.Tiers != 0 {
-			bs[c.Key] = held{tiers: c.Tiers}
-		} else if ok {
-			delete(bs, c.Key)
-		}
+		*h = held{tiers: c.Tiers}
 	}
 	e.mu.specs -= unspec
-	e.nblocks.Store(int64(len(bs)))
+	e.nblocks.Store(int64(bs.len()))
 	e.mu.Unlock()
 	if unspec > 0 {
 		s.r.specCount.Add(-int64(unspec))
@@ -113,7 +116,7 @@ func (e *engine) prefix(keys []block.Key, now int64) (int, bool) {
 	bs := e.mu.blocks
 	n := 0
 	for n < len(keys) {
-		if h, ok := bs[keys[n]]; !ok || !h.live(now) {
+		if h := bs.find(&keys[n]); h == nil || !h.live(now) {
 			break
 		}
 		n++
@@ -140,8 +143,9 @@ func (r *Router) match(keys []block.Key, now int64, out []scheduler.HeldPrefix) 
 
 // speculate counts keys as held by engine id until the TTL passes, unless
 // its events confirm or drop them first. It is one entry per block in the
-// engine's map, which its matches read anyway: nothing is queued, since
-// an expired entry counts as absent and a sweep removes it later.
+// engine's table, which its matches read anyway, renewed in place by a
+// later decision for the same prefix; nothing is queued for expiry, since
+// an expired entry counts as absent until a sweep removes it.
 func (r *Router) speculate(id string, keys []block.Key, now int64) {
 	e := r.engines[id]
 	if e == nil || len(keys) == 0 {
@@ -159,23 +163,23 @@ func (r *Router) speculate(id string, keys []block.Key, now int64) {
 		return
 	}
 	bs := e.mu.blocks
-	for _, k := range keys {
-		h := bs[k]
-		if h.tiers != 0 {
-			continue // confirmed
-		}
-		if h.spec == 0 {
+	for i := range keys {
+		h, isNew := bs.upsert(&keys[i])
+		if isNew {
 			if added >= room {
+				bs.remove(&keys[i])
 				dropped = true
 				break
 			}
 			added++
+		} else if h.tiers != 0 {
+			continue // confirmed
 		}
+		// An entry without tiers is speculative: this renews it.
 		h.spec = exp
-		bs[k] = h
 	}
 	e.mu.specs += int(added)
-	e.nblocks.Store(int64(len(bs)))
+	e.nblocks.Store(int64(bs.len()))
 	e.mu.Unlock()
 	if added > 0 {
 		r.specCount.Add(added)
@@ -194,19 +198,16 @@ func (r *Router) expire(now int64) {
 		e.mu.Lock()
 		if e.mu.specs > 0 {
 			bs := e.mu.blocks
-			for k, h := range bs {
+			bs.filter(func(h *held) bool {
 				if h.spec == 0 || h.spec > now {
-					continue
+					return true
 				}
 				gone++
-				if h.tiers == 0 {
-					delete(bs, k)
-				} else {
-					bs[k] = held{tiers: h.tiers}
-				}
-			}
+				h.spec = 0
+				return h.tiers != 0
+			})
 			e.mu.specs -= gone
-			e.nblocks.Store(int64(len(bs)))
+			e.nblocks.Store(int64(bs.len()))
 		}
 		e.mu.Unlock()
 		if gone > 0 {
