@@ -15,16 +15,20 @@ import (
 	"github.com/yuebing/yuebing/scheduler"
 )
 
-// Event rates of the benchmarks: none, every engine publishing a batch
-// every 2 ms (a busy engine: a prefill or an eviction each step), and as
-// fast as the machine lets sixteen publishers go (a pause of 100 µs).
-var eventRates = []struct {
+// Event rates of the benchmarks: none; every engine publishing a batch
+// every 2 ms on average (a busy engine: a prefill or an eviction each
+// step), a publisher the machine leaves behind catching up; and each
+// publishing as fast as the machine lets it, with a pause of 100 µs.
+type eventRate struct {
 	name  string
-	every time.Duration
-}{
-	{"quiet", 0},
-	{"every-2ms", 2 * time.Millisecond},
-	{"flat-out", 100 * time.Microsecond},
+	every time.Duration // 0: no events
+	pause bool          // pause between batches instead of keeping a rate
+}
+
+var eventRates = []eventRate{
+	{"quiet", 0, false},
+	{"every-2ms", 2 * time.Millisecond, false},
+	{"flat-out", 100 * time.Microsecond, true},
 }
 
 // BenchmarkDecideWithEvents measures routing decisions per second on 16
@@ -33,7 +37,7 @@ var eventRates = []struct {
 // quiet and while each engine streams KV events over real ZMQ sockets.
 func BenchmarkDecideWithEvents(b *testing.B) {
 	for _, rate := range eventRates {
-		b.Run(rate.name, func(b *testing.B) { benchRouter(b, rate.every, true) })
+		b.Run(rate.name, func(b *testing.B) { benchRouter(b, rate, true) })
 	}
 }
 
@@ -42,11 +46,12 @@ func BenchmarkDecideWithEvents(b *testing.B) {
 // chaining its 128 keys too.
 func BenchmarkPlaceWithEvents(b *testing.B) {
 	for _, rate := range eventRates {
-		b.Run(rate.name, func(b *testing.B) { benchRouter(b, rate.every, false) })
+		b.Run(rate.name, func(b *testing.B) { benchRouter(b, rate, false) })
 	}
 }
 
-func benchRouter(b *testing.B, every time.Duration, decideOnly bool) {
+func benchRouter(b *testing.B, rate eventRate, decideOnly bool) {
+	every := rate.every
 	const engines = 16
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -106,7 +111,7 @@ func benchRouter(b *testing.B, every time.Duration, decideOnly bool) {
 		for c := range stored {
 			ts := make([]uint32, 8*testBS)
 			for j := range ts {
-				ts[j] = rng.Uint32()
+				ts[j] = rng.Uint32N(150000) // a vocabulary's ids
 			}
 			keys, _ := block.ChainKeys(testNS, testBS, ts)
 			hs := make([]kvevents.Hash, len(keys))
@@ -116,13 +121,16 @@ func benchRouter(b *testing.B, every time.Duration, decideOnly bool) {
 			stored[c] = kvevents.Event{Kind: kvevents.BlockStored, Hashes: hs, Tokens: ts, BlockSize: testBS}
 		}
 		wg.Go(func() {
-			// A publisher the machine leaves behind catches up, so the
-			// rate holds on average.
 			t := time.NewTicker(every)
 			defer t.Stop()
 			t0 := time.Now()
 			for n := 0; ctx.Err() == nil; n++ {
-				if n >= int(time.Since(t0)/every) {
+				switch {
+				case rate.pause:
+					time.Sleep(every)
+				case n >= int(time.Since(t0)/every):
+					// Ahead of the rate: wait. A publisher the machine
+					// left behind catches up instead.
 					select {
 					case <-ctx.Done():
 						return
