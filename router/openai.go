@@ -3,6 +3,7 @@ package router
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -67,17 +68,8 @@ func ParsePrompt(kind Kind, body []byte, tok *Tokenizer, maxTokens int) (Prompt,
 	var p Prompt
 	switch kind {
 	case Completions:
-		var r completionRequest
-		if err := unmarshal(body, &r); err != nil {
-			return p, err
-		}
-		p.Model, p.Stream = r.Model, r.Stream
-		mt, err := maxOut(r.MaxTokens, nil)
-		if err != nil {
-			return p, err
-		}
-		p.MaxTokens = mt
-		if p.Tokens, err = completionPrompt(r.Prompt, tok); err != nil {
+		var err error
+		if p, err = parseCompletion(body, tok); err != nil {
 			return p, err
 		}
 	case ChatCompletions:
@@ -123,14 +115,47 @@ func ParsePrompt(kind Kind, body []byte, tok *Tokenizer, maxTokens int) (Prompt,
 	return p, nil
 }
 
+// parseCompletion reads POST /v1/completions.
+func parseCompletion(body []byte, tok *Tokenizer) (Prompt, error) {
+	var r completionRequest
+	if err := unmarshal(body, &r); err != nil {
+		return Prompt{}, err
+	}
+	mt, err := maxOut(r.MaxTokens, nil)
+	if err != nil {
+		return Prompt{}, err
+	}
+	ts, err := completionPrompt(r.Prompt, tok)
+	if err != nil {
+		return Prompt{}, err
+	}
+	return Prompt{Model: r.Model, Tokens: ts, MaxTokens: mt, Stream: r.Stream}, nil
+}
+
 // unmarshal decodes one JSON request. It uses goccy/go-json, which reads a
 // 2,048-token prompt several times faster than encoding/json: parsing was
 // most of the router's CPU per decision.
 func unmarshal(body []byte, v any) error {
-	if err := gojson.Unmarshal(body, v); err != nil {
+	if err := gounmarshal(body, v); err != nil {
 		return fmt.Errorf("%w: body is not a JSON request: %w", ErrBadRequest, err)
 	}
 	return nil
+}
+
+// errDecoderPanic is a body the JSON decoder panicked on.
+var errDecoderPanic = errors.New("malformed JSON")
+
+// gounmarshal is goccy/go-json's Unmarshal, which panics on some truncated
+// bodies (`{"\` indexes past its end): a client must not be able to take
+// down its request's handler, so the panic is the body's error. The
+// decoder keeps no state across calls that a panic could leave broken.
+func gounmarshal(body []byte, v any) (err error) {
+	defer func() {
+		if recover() != nil {
+			err = errDecoderPanic
+		}
+	}()
+	return gojson.Unmarshal(body, v)
 }
 
 func maxOut(a, b *int) (int, error) {

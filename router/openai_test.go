@@ -50,6 +50,8 @@ func TestParsePrompt(t *testing.T) {
 	bad(Completions, `{"model":"m","prompt":{"a":1}}`)
 	bad(Completions, `{"model":"m","prompt":"hi","max_tokens":-1}`)
 	bad(Completions, `{"model":"m","prompt":"hi"} {}`)
+	bad(Completions, `{"\`) // the JSON decoder panics on it
+	bad(ChatCompletions, `{"\`)
 	bad(ChatCompletions, `{"model":"m","messages":[]}`)
 	bad(ChatCompletions, `{"model":"m","messages":[{"role":"","content":"x"}]}`)
 	bad(ChatCompletions, `{"model":"m","messages":[{"role":"user","content":7}]}`)
