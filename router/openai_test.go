@@ -71,6 +71,9 @@ func FuzzParsePrompt(f *testing.F) {
 			k = ChatCompletions
 		}
 		p, err := ParsePrompt(k, body, tok, 4096)
+		if n := decoderPanics.Load(); n > 0 {
+			t.Fatalf("the JSON decoder panicked on %q", body)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrBadRequest) {
 				t.Fatalf("error %v is not ErrBadRequest", err)
