@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -419,5 +420,76 @@ func TestRouterDisaggregated(t *testing.T) {
 	dv, _ := got[1].Load().(seen)
 	if pv.MaxTokens != 1 || pv.Stream || dv.MaxTokens != 8 || !dv.Stream {
 		t.Fatalf("prefill engine saw %+v, decode engine %+v", pv, dv)
+	}
+}
+
+// TestRouterConcurrentState runs decisions, event batches and sweeps at
+// once (run it with -race) and checks the bookkeeping agrees with the
+// tables afterwards: the speculative count is the entries with an expiry,
+// each engine's block count its table's size.
+func TestRouterConcurrentState(t *testing.T) {
+	var cfg []Engine
+	for i := range 4 {
+		cfg = append(cfg, Engine{ID: fmt.Sprintf("e%d", i), URL: "http://127.0.0.1:1"})
+	}
+	r, err := New(Options{Model: testModel, Namespace: testNS, BlockSize: testBS, Engines: cfg, SpeculativeTTL: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prepared []Prepared
+	for i := range 16 {
+		p, err := r.Prepare(Completions, body(t, prompt(100+i, 16), false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		prepared = append(prepared, p)
+	}
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Go(func() {
+			for i := range 300 {
+				p, err := r.Decide(t.Context(), prepared[(g*7+i)%len(prepared)])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				r.Done(p)
+			}
+		})
+	}
+	for _, e := range r.order {
+		wg.Go(func() {
+			sink := engineSink{r: r, e: e}
+			for i := range 300 {
+				keys := prepared[i%len(prepared)].Keys
+				sink.Apply(kvevents.Update{Reset: i%97 == 0, Changes: changes(keys[:i%len(keys)], index.TierMask(i%2))})
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 50 {
+			r.expire(time.Now().UnixNano())
+			time.Sleep(100 * time.Microsecond)
+		}
+	})
+	wg.Wait()
+	var specs int64
+	for _, e := range r.order {
+		e.mu.Lock()
+		n := 0
+		e.mu.blocks.filter(func(h *held) bool {
+			if h.spec != 0 {
+				n++
+			}
+			return true
+		})
+		if n != e.mu.specs || int64(e.mu.blocks.len()) != e.nblocks.Load() {
+			t.Errorf("%s: %d entries with an expiry, counted %d; %d blocks, counted %d", e.ID, n, e.mu.specs, e.mu.blocks.len(), e.nblocks.Load())
+		}
+		specs += int64(n)
+		e.mu.Unlock()
+	}
+	if got := r.specCount.Load(); got != specs {
+		t.Fatalf("speculative count %d, tables hold %d", got, specs)
 	}
 }
