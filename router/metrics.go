@@ -83,7 +83,7 @@ var (
 	descRestarts = prometheus.NewDesc("yuebing_router_engine_restarts_total",
 		"Engine restarts seen in KV event sequence numbers.", []string{"engine"}, nil)
 	descSpec = prometheus.NewDesc("yuebing_router_speculative_entries",
-		"Blocks counted as cached on an engine on the router's own decision, not yet confirmed by events.", nil, nil)
+		"Blocks counted as cached on an engine on the router's own decision, not yet confirmed by events (expired ones until the next sweep, at most a TTL later).", nil, nil)
 )
 
 // Describe implements prometheus.Collector.

@@ -191,9 +191,9 @@ func (r *Router) prepared(p Prompt) Prepared {
 
 // Decide places a prepared request: pool hits from the cluster index,
 // each engine's cached prefix (matched under that engine's lock alone),
-// Algorithm 1, and a speculative entry on the chosen engine. A rejection
-// is an *Overloaded error; the caller must call Done with the plan of an
-// accepted request.
+// Algorithm 1, and a speculative entry on the chosen engine. p comes from
+// Prepare: its keys must be its prompt's. A rejection is an *Overloaded
+// error; the caller must call Done with the plan of an accepted request.
 func (r *Router) Decide(ctx context.Context, p Prepared) (*Plan, error) {
 	keys := p.Keys
 	req := scheduler.Request{Keys: keys, InputTokens: len(p.Prompt.Tokens), OutputTokens: p.Prompt.MaxTokens}
