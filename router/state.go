@@ -189,27 +189,40 @@ func (r *Router) speculate(id string, keys []block.Key, now int64) {
 	}
 }
 
+// sweepChunk bounds the slots a sweep looks at per hold of an engine's
+// lock: a table of a million blocks takes milliseconds to pass over, and
+// every decision matches against every engine.
+const sweepChunk = 4096
+
 // expire removes speculative entries past their TTL that events never
 // confirmed. Matches already ignore them; this frees their memory and
 // their share of MaxSpeculative.
 func (r *Router) expire(now int64) {
 	for _, e := range r.order {
 		gone := 0
-		e.mu.Lock()
-		if e.mu.specs > 0 {
-			bs := e.mu.blocks
-			bs.filter(func(h *held) bool {
-				if h.spec == 0 || h.spec > now {
-					return true
-				}
-				gone++
-				h.spec = 0
-				return h.tiers != 0
-			})
-			e.mu.specs -= gone
-			e.nblocks.Store(int64(bs.len()))
+		sweep := func(h *held) bool {
+			if h.spec == 0 || h.spec > now {
+				return true
+			}
+			gone++
+			h.spec = 0
+			return h.tiers != 0
 		}
-		e.mu.Unlock()
+		for next := 0; ; {
+			e.mu.Lock()
+			if e.mu.specs == 0 {
+				e.mu.Unlock()
+				break
+			}
+			before := gone
+			next = e.mu.blocks.filterSome(next, sweepChunk, sweep)
+			e.mu.specs -= gone - before
+			e.nblocks.Store(int64(e.mu.blocks.len()))
+			e.mu.Unlock()
+			if next == 0 {
+				break
+			}
+		}
 		if gone > 0 {
 			r.specCount.Add(-int64(gone))
 		}

@@ -154,17 +154,31 @@ func (t *blockTable) deleteAt(i uint64) {
 }
 
 // filter applies f to every entry, which it may change, and deletes those
-// it returns false for. It is a pass over the whole table: for sweeps and
-// resets, not for the request path.
+// it returns false for. It is a pass over the whole table: for resets, not
+// for the request path.
 func (t *blockTable) filter(f func(*held) bool) {
-	if t.hasZero && !f(&t.zero) {
+	for next := 0; ; {
+		if next = t.filterSome(next, len(t.slots), f); next == 0 {
+			return
+		}
+	}
+}
+
+// filterSome is filter over at most n slots from slot start (the zero key
+// with start 0), and returns the slot to go on from, 0 after the last.
+// Between calls the table may change: a pass then sees some entries twice
+// or misses some, which f must allow (the callers' changes are idempotent,
+// and a missed entry waits for the next pass).
+func (t *blockTable) filterSome(start, n int, f func(*held) bool) int {
+	if start == 0 && t.hasZero && !f(&t.zero) {
 		t.zero, t.hasZero = held{}, false
 	}
+	end := uint64(min(start+n, len(t.slots)))
 	// A deletion shifts later members of the run back, possibly into slot
 	// i, so i is looked at again; members that wrap past the end to the
-	// table's start may move back past its end and be seen twice, which f
-	// must allow (the callers' changes are idempotent).
-	for i := uint64(0); i < uint64(len(t.slots)); {
+	// table's start may move back past its end and be seen twice.
+	i := uint64(start)
+	for i < end {
 		s := &t.slots[i]
 		if !s.w.zero() && !f(&s.h) {
 			t.deleteAt(i)
@@ -172,6 +186,10 @@ func (t *blockTable) filter(f func(*held) bool) {
 		}
 		i++
 	}
+	if i >= uint64(len(t.slots)) {
+		return 0
+	}
+	return int(i)
 }
 
 func (t *blockTable) resize(n int) {

@@ -10,8 +10,8 @@ import (
 
 // TestBlockTable runs random inserts, updates, removals and filters on a
 // blockTable and on a Go map side by side, and checks they agree: growth,
-// deletion's backward shifts,
-// filters that delete mid-run, and the zero key.
+// deletion's backward shifts, filters (whole and in chunks, as sweeps go)
+// that delete mid-run, and the zero key.
 func TestBlockTable(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		rng := rand.New(rand.NewPCG(seed, 0))
@@ -46,7 +46,14 @@ func TestBlockTable(t *testing.T) {
 					}
 					return h.tiers != 0 || h.spec != 0
 				}
-				tb.filter(keep)
+				if rng.IntN(2) == 0 {
+					tb.filter(keep)
+				} else {
+					chunk := 1 + rng.IntN(50)
+					for next := tb.filterSome(0, chunk, keep); next != 0; {
+						next = tb.filterSome(next, chunk, keep)
+					}
+				}
 				for k, h := range ref {
 					if keep(&h) {
 						ref[k] = h
