@@ -271,3 +271,18 @@ func TestChainResume(t *testing.T) {
 		t.Fatalf("resumed at the root: got %v, want %v", got, want[0])
 	}
 }
+
+// BenchmarkChainKeysPrompt keys a 2,048-token prompt in blocks of 16
+// tokens, as a router does for each request with vLLM's block size.
+func BenchmarkChainKeysPrompt(b *testing.B) {
+	toks := make([]uint32, 2048)
+	for i := range toks {
+		toks[i] = uint32(i * 31)
+	}
+	b.SetBytes(int64(4 * len(toks)))
+	b.ReportAllocs()
+	for b.Loop() {
+		keys, _ := ChainKeys("acme/llama", 16, toks)
+		sinkKey = keys[len(keys)-1]
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 
@@ -136,7 +137,7 @@ const maxDepth = 16
 func DecodeBatch(payload []byte, l Limits) (Batch, error) {
 	l.EnsureDefaults()
 	r := bytes.NewReader(payload)
-	d := &decoder{r: r, d: msgpack.NewDecoder(r), l: l}
+	d := &decoder{payload: payload, r: r, d: msgpack.NewDecoder(r), l: l}
 	b, err := d.batch()
 	if err != nil {
 		return Batch{}, fmt.Errorf("%w: %w", ErrMalformed, err)
@@ -148,9 +149,11 @@ func DecodeBatch(payload []byte, l Limits) (Batch, error) {
 }
 
 type decoder struct {
-	r *bytes.Reader
-	d *msgpack.Decoder
-	l Limits
+	// payload is what r reads.
+	payload []byte
+	r       *bytes.Reader
+	d       *msgpack.Decoder
+	l       Limits
 }
 
 // seqLen reads an array or map header, refusing lengths the remaining
@@ -565,11 +568,13 @@ func (d *decoder) hash() (Hash, error) {
 		if n < 1 || n > maxHashBytes || n > d.r.Len() {
 			return "", fmt.Errorf("block hash of %d bytes", n)
 		}
-		p := make([]byte, n)
-		if _, err := d.r.Read(p); err != nil {
+		// One allocation: the hash's string, straight from the payload.
+		off := len(d.payload) - d.r.Len()
+		h := HashBytes(d.payload[off : off+n])
+		if _, err := d.r.Seek(int64(n), io.SeekCurrent); err != nil {
 			return "", err
 		}
-		return HashBytes(p), nil
+		return h, nil
 	}
 	return "", fmt.Errorf("block hash of msgpack type 0x%02x, want an integer or bytes", c)
 }
@@ -584,16 +589,55 @@ func (d *decoder) tokens() ([]uint32, error) {
 	}
 	ts := make([]uint32, n)
 	for i := range ts {
-		v, err := d.d.DecodeInt64()
-		if err != nil {
-			return nil, err
+		v, ok := d.token()
+		if !ok {
+			// Any other encoding of an integer, or an error: the generic
+			// decoder reads it or says what is wrong.
+			x, err := d.d.DecodeInt64()
+			if err != nil {
+				return nil, err
+			}
+			if x < 0 || x > math.MaxUint32 {
+				return nil, fmt.Errorf("token %d at %d", x, i)
+			}
+			v = uint32(x)
 		}
-		if v < 0 || v > math.MaxUint32 {
-			return nil, fmt.Errorf("token %d at %d", v, i)
-		}
-		ts[i] = uint32(v)
+		ts[i] = v
 	}
 	return ts, nil
+}
+
+// token reads a token id in the encodings msgpack writers use for
+// non-negative integers below 2^32 (a positive fixint, uint8, uint16 or
+// uint32) straight from the payload: the generic decoder costs several
+// times more, and token ids are most of a batch's bytes. It reads nothing
+// and reports false for any other encoding.
+func (d *decoder) token() (uint32, bool) {
+	c, err := d.r.ReadByte()
+	if err != nil {
+		return 0, false
+	}
+	var n int
+	switch {
+	case c <= msgpcode.PosFixedNumHigh:
+		return uint32(c), true
+	case c == msgpcode.Uint8:
+		n = 1
+	case c == msgpcode.Uint16:
+		n = 2
+	case c == msgpcode.Uint32:
+		n = 4
+	default:
+		d.r.UnreadByte()
+		return 0, false
+	}
+	if d.r.Len() < n {
+		d.r.UnreadByte()
+		return 0, false
+	}
+	var b [4]byte
+	d.r.Read(b[4-n:])
+	return binary.BigEndian.Uint32(b[:]), true
 }
 
 // extraKeys reads vLLM's per-block extra keys and reports whether any

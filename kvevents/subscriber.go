@@ -195,7 +195,7 @@ func (s *Subscriber) session(ctx context.Context) error {
 	if err := sub.SetOption(zmq4.OptionSubscribe, s.opts.Topic); err != nil {
 		return err
 	}
-	if err := sub.Dial(s.opts.Endpoint); err != nil {
+	if err := sub.Dial(bufferedEndpoint(s.opts.Endpoint)); err != nil {
 		return err
 	}
 	if s.dials++; s.dials > 1 {

@@ -11,6 +11,12 @@
 // a burst of one prefix would scatter. Pull plans copy prefixes through
 // the cluster (PullMigrator).
 //
+// A decision is Prepare (read the body, key the prompt: no shared state)
+// then Decide (match each engine's blocks under its own lock, Algorithm 1,
+// the speculative entry); Place does both. Engines' blocks live in the
+// router, one table per engine, not in the scheduler: event streams and
+// decisions never queue behind one lock.
+//
 // The router has no HTTP server of its own: the server package mounts
 // Serve behind /v1/completions and /v1/chat/completions.
 //

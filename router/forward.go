@@ -31,7 +31,7 @@ func (r *Router) Serve(ctx context.Context, kind Kind, body []byte, w http.Respo
 			p, err = r.Place(ctx, kind, body)
 		} else {
 			r.m.retries.Inc()
-			p, err = r.place(ctx, prev(last))
+			p, err = r.Decide(ctx, prev(last))
 		}
 		if err != nil {
 			if attempt > 0 && (errors.Is(err, ErrNoEngine) || errors.Is(err, ErrOverloaded)) {
@@ -51,25 +51,25 @@ func (r *Router) Serve(ctx context.Context, kind Kind, body []byte, w http.Respo
 		if !errors.As(err, &ee) {
 			return err
 		}
-		last = &failedAttempt{err: err, prompt: p.Prompt}
+		last = &failedAttempt{err: err, req: Prepared{Prompt: p.Prompt, Keys: p.Keys}}
 	}
 	return fmt.Errorf("%w: %w", ErrUpstream, last)
 }
 
-// failedAttempt carries a failed attempt's parsed prompt to the retry,
-// which need not parse and tokenize again.
+// failedAttempt carries a failed attempt's prepared request to the retry,
+// which need not parse, tokenize and key it again.
 type failedAttempt struct {
-	err    error
-	prompt Prompt
+	err error
+	req Prepared
 }
 
 func (f *failedAttempt) Error() string { return f.err.Error() }
 func (f *failedAttempt) Unwrap() error { return f.err }
 
-func prev(err error) Prompt {
+func prev(err error) Prepared {
 	var f *failedAttempt
 	if errors.As(err, &f) {
-		return f.prompt
+		return f.req
 	}
 	panic("BUG: router: a retry without a failed attempt")
 }

@@ -20,10 +20,15 @@ type metrics struct {
 	specDropped prometheus.Counter
 	poolErrors  prometheus.Counter
 	r           *Router
+
+	// The request path's counters, resolved once: a label lookup costs
+	// about as much as the rest of the bookkeeping.
+	accepted, noEngine prometheus.Counter
+	hitHBM, hitMiss    prometheus.Counter
 }
 
 func newMetrics(r *Router) *metrics {
-	return &metrics{
+	m := &metrics{
 		r: r,
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "yuebing_router_decisions_total", Help: "Routing decisions by outcome: accepted, rejected_ttft_slo, rejected_tbt_slo, no_engine.",
@@ -57,6 +62,11 @@ func newMetrics(r *Router) *metrics {
 			Name: "yuebing_router_pool_query_errors_total", Help: "Cluster index queries that failed or timed out; the request was placed without pool hits.",
 		}),
 	}
+	m.accepted = m.decisions.WithLabelValues("accepted")
+	m.noEngine = m.decisions.WithLabelValues("no_engine")
+	m.hitHBM = m.hitTokens.WithLabelValues("hbm")
+	m.hitMiss = m.hitTokens.WithLabelValues("miss")
+	return m
 }
 
 var (
@@ -73,7 +83,7 @@ var (
 	descRestarts = prometheus.NewDesc("yuebing_router_engine_restarts_total",
 		"Engine restarts seen in KV event sequence numbers.", []string{"engine"}, nil)
 	descSpec = prometheus.NewDesc("yuebing_router_speculative_entries",
-		"Blocks counted as cached on an engine on the router's own decision, not yet confirmed by events.", nil, nil)
+		"Blocks counted as cached on an engine on the router's own decision, not yet confirmed by events (expired ones until the next sweep, at most a TTL later).", nil, nil)
 )
 
 // Describe implements prometheus.Collector.

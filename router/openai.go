@@ -3,9 +3,11 @@ package router
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 
 	gojson "github.com/goccy/go-json"
 )
@@ -67,17 +69,8 @@ func ParsePrompt(kind Kind, body []byte, tok *Tokenizer, maxTokens int) (Prompt,
 	var p Prompt
 	switch kind {
 	case Completions:
-		var r completionRequest
-		if err := unmarshal(body, &r); err != nil {
-			return p, err
-		}
-		p.Model, p.Stream = r.Model, r.Stream
-		mt, err := maxOut(r.MaxTokens, nil)
-		if err != nil {
-			return p, err
-		}
-		p.MaxTokens = mt
-		if p.Tokens, err = completionPrompt(r.Prompt, tok); err != nil {
+		var err error
+		if p, err = parseCompletion(body, tok); err != nil {
 			return p, err
 		}
 	case ChatCompletions:
@@ -123,14 +116,56 @@ func ParsePrompt(kind Kind, body []byte, tok *Tokenizer, maxTokens int) (Prompt,
 	return p, nil
 }
 
+// parseCompletion reads POST /v1/completions.
+func parseCompletion(body []byte, tok *Tokenizer) (Prompt, error) {
+	var r completionRequest
+	if err := unmarshal(body, &r); err != nil {
+		return Prompt{}, err
+	}
+	mt, err := maxOut(r.MaxTokens, nil)
+	if err != nil {
+		return Prompt{}, err
+	}
+	ts, err := completionPrompt(r.Prompt, tok)
+	if err != nil {
+		return Prompt{}, err
+	}
+	return Prompt{Model: r.Model, Tokens: ts, MaxTokens: mt, Stream: r.Stream}, nil
+}
+
 // unmarshal decodes one JSON request. It uses goccy/go-json, which reads a
 // 2,048-token prompt several times faster than encoding/json: parsing was
 // most of the router's CPU per decision.
 func unmarshal(body []byte, v any) error {
-	if err := gojson.Unmarshal(body, v); err != nil {
+	if err := gounmarshal(body, v); err != nil {
 		return fmt.Errorf("%w: body is not a JSON request: %w", ErrBadRequest, err)
 	}
 	return nil
+}
+
+// errDecoderPanic is a body the JSON decoder panicked on.
+var errDecoderPanic = errors.New("malformed JSON")
+
+// decoderPanics counts bodies the JSON decoder panicked on, for tests.
+var decoderPanics atomic.Int64
+
+// gounmarshal is goccy/go-json's Unmarshal made safe for a client's bytes.
+// It reads truncated bodies past their end (`{"\` panics on an index, and
+// under the race detector's pointer checks kills the process), so a body
+// must end as a JSON object does before it gets there; any other panic is
+// the body's error, not a crashed handler (a panic only drops the
+// decoder's pooled context).
+func gounmarshal(body []byte, v any) (err error) {
+	if b := bytes.TrimRight(body, " \t\r\n"); len(b) == 0 || b[len(b)-1] != '}' {
+		return errors.New("not a JSON object")
+	}
+	defer func() {
+		if recover() != nil {
+			decoderPanics.Add(1)
+			err = errDecoderPanic
+		}
+	}()
+	return gojson.Unmarshal(body, v)
 }
 
 func maxOut(a, b *int) (int, error) {

@@ -34,12 +34,8 @@ type Router struct {
 	// queue time.
 	prefillMean atomic.Int64
 
-	// specQ are the speculative entries in expiry order (one TTL for all,
-	// so appending keeps the order); specQLen mirrors its length for the
-	// request path's bound check, specCount counts live entries.
-	specMu    sync.Mutex
-	specQ     []specEntry
-	specQLen  atomic.Int64
+	// specCount counts speculative entries of all engines, expired ones
+	// not yet swept included.
 	specCount atomic.Int64
 
 	storeMu sync.Mutex
@@ -68,7 +64,7 @@ func New(opts Options) (*Router, error) {
 	if mig == nil {
 		mig = &PullMigrator{Router: r}
 	}
-	r.d, err = scheduler.NewDriver(scheduler.DriverOptions{Core: opts.Scheduler, Migrator: mig})
+	r.d, err = scheduler.NewDriver(scheduler.DriverOptions{Core: opts.Scheduler, Migrator: mig, Blocks: r.blocks})
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +111,7 @@ func (r *Router) EventStats(id string) *kvevents.Stats {
 	return nil
 }
 
-// Run follows the engines' events, probes their /metrics, expires
+// Run follows the engines' events, probes their /metrics, sweeps expired
 // speculative entries and carries out pull plans until ctx ends.
 func (r *Router) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
@@ -127,14 +123,17 @@ func (r *Router) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { r.d.Run(ctx) })
 	wg.Go(func() {
-		t := time.NewTicker(max(r.opts.SpeculativeTTL/4, 10*time.Millisecond))
+		// Expired entries already count as absent: the sweep only frees
+		// them, and each costs a pass over an engine's blocks, so once a
+		// TTL is often enough.
+		t := time.NewTicker(max(r.opts.SpeculativeTTL, 10*time.Millisecond))
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case now := <-t.C:
-				r.expire(now)
+				r.expire(now.UnixNano())
 			}
 		}
 	})
@@ -149,33 +148,64 @@ type Plan struct {
 	Prompt   Prompt
 }
 
-// Place parses an OpenAI request body and places it: chained keys, pool
-// hits from the cluster index, Algorithm 1, and a speculative entry on the
-// chosen engine. A rejection is an *Overloaded error; the caller must call
-// Done with the plan of an accepted request.
+// Prepared is a request read and keyed: its prompt and the chained keys
+// of its blocks. Preparing touches no shared state, so it runs on every
+// core at once; it is most of a decision's CPU time (parsing the body,
+// one SHA-256 per block).
+type Prepared struct {
+	Prompt Prompt
+	Keys   []block.Key
+}
+
+// Place parses an OpenAI request body and places it: Prepare, then
+// Decide. A rejection is an *Overloaded error; the caller must call Done
+// with the plan of an accepted request.
 func (r *Router) Place(ctx context.Context, kind Kind, body []byte) (*Plan, error) {
-	p, err := ParsePrompt(kind, body, r.tok, r.opts.MaxPromptTokens)
+	p, err := r.Prepare(kind, body)
 	if err != nil {
 		return nil, err
 	}
-	if p.Model != r.opts.Model {
-		return nil, fmt.Errorf("%w: %q; this router serves %q", ErrModelNotFound, p.Model, r.opts.Model)
-	}
-	return r.place(ctx, p)
+	return r.Decide(ctx, p)
 }
 
-func (r *Router) place(ctx context.Context, p Prompt) (*Plan, error) {
+// Prepare parses an OpenAI request body for the router's model and chains
+// its prompt's keys.
+func (r *Router) Prepare(kind Kind, body []byte) (Prepared, error) {
+	p, err := ParsePrompt(kind, body, r.tok, r.opts.MaxPromptTokens)
+	if err != nil {
+		return Prepared{}, err
+	}
+	if p.Model != r.opts.Model {
+		return Prepared{}, fmt.Errorf("%w: %q; this router serves %q", ErrModelNotFound, p.Model, r.opts.Model)
+	}
+	return r.prepared(p), nil
+}
+
+func (r *Router) prepared(p Prompt) Prepared {
 	keys, err := block.ChainKeys(r.opts.Namespace, r.opts.BlockSize, p.Tokens)
 	if err != nil {
 		panic("BUG: router: validated namespace and block size: " + err.Error())
 	}
-	req := scheduler.Request{Keys: keys, InputTokens: len(p.Tokens), OutputTokens: p.MaxTokens}
+	return Prepared{Prompt: p, Keys: keys}
+}
+
+// Decide places a prepared request: pool hits from the cluster index,
+// each engine's cached prefix (matched under that engine's lock alone),
+// Algorithm 1, and a speculative entry on the chosen engine. p comes from
+// Prepare: its keys must be its prompt's. A rejection is an *Overloaded
+// error; the caller must call Done with the plan of an accepted request.
+func (r *Router) Decide(ctx context.Context, p Prepared) (*Plan, error) {
+	keys := p.Keys
+	req := scheduler.Request{Keys: keys, InputTokens: len(p.Prompt.Tokens), OutputTokens: p.Prompt.MaxTokens}
 	if len(keys) > 0 && r.pool != nil {
 		req.Pool = r.poolHits(ctx, keys)
 	}
+	now := time.Now().UnixNano()
+	var buf [16]scheduler.HeldPrefix
+	req.Held = r.match(keys, now, buf[:0])
 	d, err := r.d.Schedule(req)
 	if errors.Is(err, scheduler.ErrNoPrefill) {
-		r.m.decisions.WithLabelValues("no_engine").Inc()
+		r.m.noEngine.Inc()
 		return nil, fmt.Errorf("%w: every prefill engine is down", ErrNoEngine)
 	}
 	if err != nil {
@@ -185,25 +215,25 @@ func (r *Router) place(ctx context.Context, p Prompt) (*Plan, error) {
 		r.m.decisions.WithLabelValues("rejected_" + string(d.Rejected)).Inc()
 		return nil, &Overloaded{Reason: string(d.Rejected), RetryAfter: r.opts.RetryAfter}
 	}
-	r.m.decisions.WithLabelValues("accepted").Inc()
+	r.m.accepted.Inc()
 	r.m.predicted.Observe(d.Estimates.TTFT.Seconds())
-	r.countHits(&d, len(p.Tokens))
+	r.countHits(&d, len(p.Prompt.Tokens))
 	r.notePrefill(d.Estimates.Prefill)
-	r.speculate(d.Prefill, keys, time.Now())
-	return &Plan{Decision: d, Keys: keys, Prompt: p}, nil
+	r.speculate(d.Prefill, keys, now)
+	return &Plan{Decision: d, Keys: keys, Prompt: p.Prompt}, nil
 }
 
 func (r *Router) countHits(d *scheduler.Decision, n int) {
 	local := d.LocalPrefixTokens
 	pulled := d.PrefixTokens - local
 	if local > 0 {
-		r.m.hitTokens.WithLabelValues("hbm").Add(float64(local))
+		r.m.hitHBM.Add(float64(local))
 	}
 	if pulled > 0 {
 		r.m.hitTokens.WithLabelValues("pulled_" + d.PullSource.String()).Add(float64(pulled))
 	}
 	if miss := n - d.PrefixTokens; miss > 0 {
-		r.m.hitTokens.WithLabelValues("miss").Add(float64(miss))
+		r.m.hitMiss.Add(float64(miss))
 	}
 }
 

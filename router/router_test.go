@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/index"
+	"github.com/yuebing/yuebing/kvevents"
 	"github.com/yuebing/yuebing/kvevents/kveventstest"
 	"github.com/yuebing/yuebing/scheduler"
 )
@@ -144,7 +147,7 @@ func TestRouterFollowsEvents(t *testing.T) {
 	pub.Sync()
 	keys, _ := block.ChainKeys(testNS, testBS, shared)
 	kveventstest.WaitFor(t, "b's blocks in the scheduler", func() bool {
-		h := held(r, keys)
+		h := heldBy(r, keys)
 		return h["b"] == 8 && h["a"] == 0
 	})
 	for i := range 3 {
@@ -163,10 +166,10 @@ func TestRouterFollowsEvents(t *testing.T) {
 	pub.Batch(false, kveventstest.Stored([]int64{11, 12, 13, 14}, nil, other, testBS))
 	pub.Sync()
 	okeys, _ := block.ChainKeys(testNS, testBS, other)
-	kveventstest.WaitFor(t, "b holding the other prompt", func() bool { return held(r, okeys)["b"] == 4 })
+	kveventstest.WaitFor(t, "b holding the other prompt", func() bool { return heldBy(r, okeys)["b"] == 4 })
 	pub.Batch(false, kveventstest.Removed(11, 12, 13, 14))
 	pub.Sync()
-	kveventstest.WaitFor(t, "the eviction", func() bool { return held(r, okeys)["b"] == 0 })
+	kveventstest.WaitFor(t, "the eviction", func() bool { return heldBy(r, okeys)["b"] == 0 })
 	before := a.served.Load()
 	if w, err := serve(t, r, body(t, other, false)); err != nil || w.Code != http.StatusOK {
 		t.Fatalf("after eviction: %v %d", err, w.Code)
@@ -176,13 +179,9 @@ func TestRouterFollowsEvents(t *testing.T) {
 	}
 }
 
-// held returns each instance's prefix of keys in the scheduler.
-func held(r *Router, keys []block.Key) map[string]int {
-	out := map[string]int{}
-	for _, m := range r.d.Query(keys) {
-		out[m.ID] = m.Blocks
-	}
-	return out
+// heldBy returns each engine's prefix of keys in the router's view now.
+func heldBy(r *Router, keys []block.Key) map[string]int {
+	return heldAt(r, keys, time.Now().UnixNano())
 }
 
 // TestRouterSpeculates checks that a decision counts its prompt as cached
@@ -207,15 +206,89 @@ func TestRouterSpeculates(t *testing.T) {
 		if got := second.Decision.PrefixTokens; got != 64*testBS {
 			t.Fatalf("the burst's second request reuses %d tokens, want %d", got, 64*testBS)
 		}
-		if h := held(r, first.Keys); h[first.Decision.Prefill] != 64 {
+		if h := heldBy(r, first.Keys); h[first.Decision.Prefill] != 64 {
 			t.Fatalf("held %v", h)
 		}
+		// The second request renews the first's entries, or pulls the
+		// prefix to the other engine and counts them there too.
+		want := int64(64)
+		if second.Decision.Prefill != first.Decision.Prefill {
+			want = 128
+		}
+		if n := r.specCount.Load(); n != want {
+			t.Fatalf("%d speculative entries, want %d", n, want)
+		}
+		if st, _ := r.d.Instance(first.Decision.Prefill); st.Blocks != 64 {
+			t.Fatalf("the scheduler's status shows %d blocks on %s, want 64", st.Blocks, first.Decision.Prefill)
+		}
 		time.Sleep(2 * time.Second)
-		r.expire(time.Now())
-		if h := held(r, first.Keys); h["a"] != 0 || h["b"] != 0 {
+		if h := heldBy(r, first.Keys); h["a"] != 0 || h["b"] != 0 {
 			t.Fatalf("unconfirmed speculative entries outlived their TTL: %v", h)
 		}
+		r.expire(time.Now().UnixNano())
+		if n := r.specCount.Load(); n != 0 {
+			t.Fatalf("%d speculative entries after the sweep, want 0", n)
+		}
+		if st, _ := r.d.Instance(first.Decision.Prefill); st.Blocks != 0 {
+			t.Fatalf("the scheduler's status shows %d blocks after the sweep, want 0", st.Blocks)
+		}
 	})
+}
+
+// TestRouterEventsOverruleSpeculation checks that an engine's events win
+// over the router's guess: a stored block is confirmed (and outlives the
+// TTL), a removed one is gone at once, a cleared cache keeps only the
+// guesses.
+func TestRouterEventsOverruleSpeculation(t *testing.T) {
+	r, err := New(Options{Model: testModel, Namespace: testNS, BlockSize: testBS,
+		Engines: []Engine{{ID: "a", URL: "http://127.0.0.1:1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := block.ChainKeys(testNS, testBS, prompt(9, 8))
+	sink := engineSink{r: r, e: r.engines["a"]}
+	now := time.Now().UnixNano()
+	r.speculate("a", keys, now)
+	ttl := int64(r.opts.SpeculativeTTL)
+	steps := []struct {
+		name   string
+		u      kvevents.Update
+		at     int64
+		want   int
+		wantSp int64
+	}{
+		{"speculated", kvevents.Update{}, now, 8, 8},
+		{"blocks 0-3 stored", kvevents.Update{Changes: changes(keys[:4], 1)}, now, 8, 4},
+		{"confirmed ones outlive the TTL", kvevents.Update{}, now + 2*ttl, 4, 4},
+		{"block 2 removed", kvevents.Update{Changes: changes(keys[2:3], 0)}, now, 2, 4},
+		{"block 5 removed", kvevents.Update{Changes: changes(keys[5:6], 0)}, now, 2, 3},
+		{"cleared", kvevents.Update{Reset: true}, now, 0, 3},
+	}
+	for _, s := range steps {
+		sink.Apply(s.u)
+		if got := heldAt(r, keys, s.at)["a"]; got != s.want {
+			t.Fatalf("%s: a holds %d blocks of the prompt, want %d", s.name, got, s.want)
+		}
+		if n := r.specCount.Load(); n != s.wantSp {
+			t.Fatalf("%s: %d speculative entries, want %d", s.name, n, s.wantSp)
+		}
+	}
+}
+
+func changes(keys []block.Key, tiers index.TierMask) []kvevents.Change {
+	var cs []kvevents.Change
+	for _, k := range keys {
+		cs = append(cs, kvevents.Change{Key: k, Tiers: tiers})
+	}
+	return cs
+}
+
+func heldAt(r *Router, keys []block.Key, now int64) map[string]int {
+	out := map[string]int{}
+	for _, h := range r.match(keys, now, nil) {
+		out[h.Instance] = h.Blocks
+	}
+	return out
 }
 
 func TestRouterRejectsWhenOverloaded(t *testing.T) {
@@ -347,5 +420,76 @@ func TestRouterDisaggregated(t *testing.T) {
 	dv, _ := got[1].Load().(seen)
 	if pv.MaxTokens != 1 || pv.Stream || dv.MaxTokens != 8 || !dv.Stream {
 		t.Fatalf("prefill engine saw %+v, decode engine %+v", pv, dv)
+	}
+}
+
+// TestRouterConcurrentState runs decisions, event batches and sweeps at
+// once (run it with -race) and checks the bookkeeping agrees with the
+// tables afterwards: the speculative count is the entries with an expiry,
+// each engine's block count its table's size.
+func TestRouterConcurrentState(t *testing.T) {
+	var cfg []Engine
+	for i := range 4 {
+		cfg = append(cfg, Engine{ID: fmt.Sprintf("e%d", i), URL: "http://127.0.0.1:1"})
+	}
+	r, err := New(Options{Model: testModel, Namespace: testNS, BlockSize: testBS, Engines: cfg, SpeculativeTTL: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prepared []Prepared
+	for i := range 16 {
+		p, err := r.Prepare(Completions, body(t, prompt(100+i, 16), false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		prepared = append(prepared, p)
+	}
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Go(func() {
+			for i := range 300 {
+				p, err := r.Decide(t.Context(), prepared[(g*7+i)%len(prepared)])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				r.Done(p)
+			}
+		})
+	}
+	for _, e := range r.order {
+		wg.Go(func() {
+			sink := engineSink{r: r, e: e}
+			for i := range 300 {
+				keys := prepared[i%len(prepared)].Keys
+				sink.Apply(kvevents.Update{Reset: i%97 == 0, Changes: changes(keys[:i%len(keys)], index.TierMask(i%2))})
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 50 {
+			r.expire(time.Now().UnixNano())
+			time.Sleep(100 * time.Microsecond)
+		}
+	})
+	wg.Wait()
+	var specs int64
+	for _, e := range r.order {
+		e.mu.Lock()
+		n := 0
+		e.mu.blocks.filter(func(h *held) bool {
+			if h.spec != 0 {
+				n++
+			}
+			return true
+		})
+		if n != e.mu.specs || int64(e.mu.blocks.len()) != e.nblocks.Load() {
+			t.Errorf("%s: %d entries with an expiry, counted %d; %d blocks, counted %d", e.ID, n, e.mu.specs, e.mu.blocks.len(), e.nblocks.Load())
+		}
+		specs += int64(n)
+		e.mu.Unlock()
+	}
+	if got := r.specCount.Load(); got != specs {
+		t.Fatalf("speculative count %d, tables hold %d", got, specs)
 	}
 }

@@ -2,7 +2,7 @@ package router
 
 import (
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/index"
@@ -10,45 +10,52 @@ import (
 	"github.com/yuebing/yuebing/scheduler"
 )
 
-// engine is the router's live view of one engine. Each engine has a lock
-// of its own: sixteen event streams and the request path must not queue
-// behind one mutex. The lock is held across the matching scheduler update,
-// so the scheduler sees an engine's changes in the order they were made;
-// it is never held with Router.specMu.
+// engine is the router's live view of one engine. The blocks an engine
+// holds live here, under a lock of the engine's own, and not in the
+// scheduler: sixteen event streams and the request path then never queue
+// behind one mutex, and a decision matches its prompt against each engine
+// under that engine's lock for a moment, passing the prefix lengths to
+// Algorithm 1 (scheduler.Request.Held).
 type engine struct {
 	Engine
 	role  scheduler.Role
 	stats *kvevents.Stats
 	sub   *kvevents.Subscriber
+	// nblocks mirrors len(mu.blocks), for status without the lock.
+	nblocks atomic.Int64
 
 	mu struct {
 		sync.Mutex
-		// confirmed are the blocks its events say it holds.
-		confirmed map[block.Key]index.TierMask
-		// spec are blocks the router placed prompts for, not yet
-		// confirmed, with their expiry: the engine holds them once the
-		// prefill runs, and counting them at once stops a burst of one
-		// prefix from scattering.
-		spec map[block.Key]time.Time
+		// blocks are the blocks the router counts the engine as holding:
+		// those its events report, and those the router placed prompts
+		// for, not yet confirmed (speculative), each in one entry so a
+		// match costs one lookup per key and a renewal none more.
+		blocks *blockTable
+		// specs counts the entries with a speculative expiry.
+		specs int
 		// up is false while the engine is out of the scheduler after a
 		// failure.
 		up bool
 	}
 }
 
-func newEngine(cfg Engine, role scheduler.Role) *engine {
-	e := &engine{Engine: cfg, role: role, stats: new(kvevents.Stats)}
-	e.mu.confirmed = make(map[block.Key]index.TierMask)
-	e.mu.spec = make(map[block.Key]time.Time)
-	e.mu.up = true
-	return e
+// held is what the router knows of one block on one engine.
+type held struct {
+	// tiers hold it by the engine's events; zero when only speculative.
+	tiers index.TierMask
+	// spec is when a speculative entry expires, in Unix nanoseconds; zero
+	// when there is none. An entry past it counts as absent until the
+	// next sweep removes it.
+	spec int64
 }
 
-// specEntry is a speculative block in expiry order.
-type specEntry struct {
-	e      *engine
-	key    block.Key
-	expiry time.Time
+func (h held) live(now int64) bool { return h.tiers != 0 || h.spec > now }
+
+func newEngine(cfg Engine, role scheduler.Role) *engine {
+	e := &engine{Engine: cfg, role: role, stats: new(kvevents.Stats)}
+	e.mu.blocks = newBlockTable()
+	e.mu.up = true
+	return e
 }
 
 // engineSink applies one engine's KV events to the router's view.
@@ -59,148 +66,181 @@ type engineSink struct {
 
 var _ kvevents.Sink = engineSink{}
 
-// Apply implements kvevents.Sink.
+// Apply implements kvevents.Sink. Events overrule speculative entries: a
+// stored block is confirmed, a removed one is gone whatever the router
+// guessed.
 func (s engineSink) Apply(u kvevents.Update) {
-	r, e := s.r, s.e
+	e := s.e
+	unspec := 0
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	bs := e.mu.blocks
 	if u.Reset {
-		clear(e.mu.confirmed)
+		bs.filter(func(h *held) bool {
+			h.tiers = 0
+			return h.spec != 0
+		})
 	}
-	var add, rem []block.Key
-	for _, c := range u.Changes {
-		if c.Tiers != 0 {
-			e.mu.confirmed[c.Key] = c.Tiers
-			add = append(add, c.Key)
+	for i := range u.Changes {
+		c := &u.Changes[i]
+		if c.Tiers == 0 {
+			if h := bs.find(&c.Key); h != nil {
+				if h.spec != 0 {
+					unspec++
+				}
+				bs.remove(&c.Key)
+			}
 			continue
 		}
-		delete(e.mu.confirmed, c.Key)
-		if _, ok := e.mu.spec[c.Key]; ok {
-			// The engine evicted it: the events overrule the guess.
-			delete(e.mu.spec, c.Key)
-			r.specCount.Add(-1)
+		h, _ := bs.upsert(&c.Key)
+		if h.spec != 0 {
+			unspec++
 		}
-		rem = append(rem, c.Key)
+		*h = held{tiers: c.Tiers}
 	}
-	if !e.mu.up || e.role == scheduler.RoleDecode {
-		return
-	}
-	var err error
-	if u.Reset {
-		err = r.d.UpdateBlocks(e.ID, scheduler.BlockUpdate{Reset: true, Added: e.heldLocked()})
-	} else {
-		err = r.d.UpdateBlocks(e.ID, scheduler.BlockUpdate{Added: add, Removed: rem})
-	}
-	if err != nil {
-		panic("BUG: router: a registered engine refused a block update: " + err.Error())
+	e.mu.specs -= unspec
+	e.nblocks.Store(int64(bs.len()))
+	e.mu.Unlock()
+	if unspec > 0 {
+		s.r.specCount.Add(-int64(unspec))
 	}
 }
 
-// heldLocked returns every block the router counts the engine as holding.
-func (e *engine) heldLocked() []block.Key {
-	keys := make([]block.Key, 0, len(e.mu.confirmed)+len(e.mu.spec))
-	for k := range e.mu.confirmed {
-		keys = append(keys, k)
+// prefix returns how many leading keys the engine holds at now, and false
+// when the engine is down.
+func (e *engine) prefix(keys []block.Key, now int64) (int, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.mu.up {
+		return 0, false
 	}
-	for k := range e.mu.spec {
-		if _, ok := e.mu.confirmed[k]; !ok {
-			keys = append(keys, k)
+	bs := e.mu.blocks
+	n := 0
+	for n < len(keys) {
+		if h := bs.find(&keys[n]); h == nil || !h.live(now) {
+			break
 		}
+		n++
 	}
-	return keys
+	return n, true
 }
 
-// speculate counts keys as held by the engine until ttl passes, unless its
-// events confirm them first.
-func (r *Router) speculate(id string, keys []block.Key, now time.Time) {
+// match appends to out each up prefill engine's cached prefix of keys at
+// now, where it is not empty.
+func (r *Router) match(keys []block.Key, now int64, out []scheduler.HeldPrefix) []scheduler.HeldPrefix {
+	if len(keys) == 0 {
+		return out
+	}
+	for _, e := range r.order {
+		if e.role == scheduler.RoleDecode {
+			continue
+		}
+		if n, up := e.prefix(keys, now); up && n > 0 {
+			out = append(out, scheduler.HeldPrefix{Instance: e.ID, Blocks: n})
+		}
+	}
+	return out
+}
+
+// speculate counts keys as held by engine id until the TTL passes, unless
+// its events confirm or drop them first. It is one entry per block in the
+// engine's table, which its matches read anyway, renewed in place by a
+// later decision for the same prefix; nothing is queued for expiry, since
+// an expired entry counts as absent until a sweep removes it.
+func (r *Router) speculate(id string, keys []block.Key, now int64) {
 	e := r.engines[id]
-	if e == nil {
+	if e == nil || len(keys) == 0 {
 		return
 	}
-	exp := now.Add(r.opts.SpeculativeTTL)
-	limit := int64(r.opts.MaxSpeculative)
-	queued := make([]specEntry, 0, len(keys))
+	exp := now + int64(r.opts.SpeculativeTTL)
+	// The bound is checked once per decision: concurrent decisions may
+	// pass it by a prompt's blocks each.
+	room := int64(r.opts.MaxSpeculative) - r.specCount.Load()
+	added := int64(0)
+	dropped := false
 	e.mu.Lock()
 	if !e.mu.up {
 		e.mu.Unlock()
 		return
 	}
-	var add []block.Key
-	for _, k := range keys {
-		if _, ok := e.mu.confirmed[k]; ok {
-			continue
-		}
-		if _, ok := e.mu.spec[k]; !ok {
-			if r.specCount.Add(1) > limit {
-				r.specCount.Add(-1)
-				r.m.specDropped.Inc()
+	bs := e.mu.blocks
+	for i := range keys {
+		h, isNew := bs.upsert(&keys[i])
+		if isNew {
+			if added >= room {
+				bs.remove(&keys[i])
+				dropped = true
 				break
 			}
-			add = append(add, k)
-		} else if r.specQLen.Load() >= 2*limit {
-			continue // keep the old expiry rather than grow the queue
+			added++
+		} else if h.tiers != 0 {
+			continue // confirmed
 		}
-		e.mu.spec[k] = exp
-		queued = append(queued, specEntry{e: e, key: k, expiry: exp})
+		// An entry without tiers is speculative: this renews it.
+		h.spec = exp
 	}
-	if len(add) > 0 {
-		if err := r.d.UpdateBlocks(id, scheduler.BlockUpdate{Added: add}); err != nil {
-			panic("BUG: router: a registered engine refused a block update: " + err.Error())
-		}
-	}
+	e.mu.specs += int(added)
+	e.nblocks.Store(int64(bs.len()))
 	e.mu.Unlock()
-	if len(queued) > 0 {
-		r.specMu.Lock()
-		r.specQ = append(r.specQ, queued...)
-		r.specQLen.Store(int64(len(r.specQ)))
-		r.specMu.Unlock()
+	if added > 0 {
+		r.specCount.Add(added)
+	}
+	if dropped {
+		r.m.specDropped.Inc()
 	}
 }
 
-// expire drops speculative entries past their TTL that events never
-// confirmed.
-func (r *Router) expire(now time.Time) {
-	r.specMu.Lock()
-	i := 0
-	for i < len(r.specQ) && !r.specQ[i].expiry.After(now) {
-		i++
-	}
-	due := make([]specEntry, i)
-	copy(due, r.specQ[:i])
-	clear(r.specQ[:i])
-	r.specQ = r.specQ[i:]
-	r.specQLen.Store(int64(len(r.specQ)))
-	r.specMu.Unlock()
+// sweepChunk bounds the slots a sweep looks at per hold of an engine's
+// lock: a table of a million blocks takes milliseconds to pass over, and
+// every decision matches against every engine.
+const sweepChunk = 4096
 
-	byEngine := map[*engine][]specEntry{}
-	for _, s := range due {
-		byEngine[s.e] = append(byEngine[s.e], s)
-	}
-	for e, due := range byEngine {
-		e.mu.Lock()
-		var rem []block.Key
-		for _, s := range due {
-			exp, ok := e.mu.spec[s.key]
-			if !ok || exp.After(now) {
-				continue // confirmed, evicted, or renewed by a later decision
+// expire removes speculative entries past their TTL that events never
+// confirmed. Matches already ignore them; this frees their memory and
+// their share of MaxSpeculative.
+func (r *Router) expire(now int64) {
+	for _, e := range r.order {
+		gone := 0
+		sweep := func(h *held) bool {
+			if h.spec == 0 || h.spec > now {
+				return true
 			}
-			delete(e.mu.spec, s.key)
-			r.specCount.Add(-1)
-			if _, held := e.mu.confirmed[s.key]; !held {
-				rem = append(rem, s.key)
+			gone++
+			h.spec = 0
+			return h.tiers != 0
+		}
+		for next := 0; ; {
+			e.mu.Lock()
+			if e.mu.specs == 0 {
+				e.mu.Unlock()
+				break
+			}
+			before := gone
+			next = e.mu.blocks.filterSome(next, sweepChunk, sweep)
+			e.mu.specs -= gone - before
+			e.nblocks.Store(int64(e.mu.blocks.len()))
+			e.mu.Unlock()
+			if next == 0 {
+				break
 			}
 		}
-		if len(rem) > 0 && e.mu.up {
-			if err := r.d.UpdateBlocks(e.ID, scheduler.BlockUpdate{Removed: rem}); err != nil {
-				panic("BUG: router: a registered engine refused a block update: " + err.Error())
-			}
+		if gone > 0 {
+			r.specCount.Add(-int64(gone))
 		}
-		e.mu.Unlock()
 	}
+}
+
+// blocks counts the blocks the router holds for engine id, for the
+// scheduler's status (scheduler.DriverOptions.Blocks).
+func (r *Router) blocks(id string) (int64, bool) {
+	if e := r.engines[id]; e != nil && e.role != scheduler.RoleDecode {
+		return e.nblocks.Load(), true
+	}
+	return 0, false
 }
 
 // markDown takes a failed engine out of the scheduler until a probe finds
-// it answering again.
+// it answering again. Its events still apply meanwhile: the view is
+// current when it comes back.
 func (r *Router) markDown(id string, why error) {
 	e := r.engines[id]
 	if e == nil {
@@ -219,7 +259,7 @@ func (r *Router) markDown(id string, why error) {
 	}
 }
 
-// markUp brings an engine back with everything it is known to hold.
+// markUp brings an engine back.
 func (r *Router) markUp(id string) {
 	e := r.engines[id]
 	if e == nil {
@@ -235,10 +275,4 @@ func (r *Router) markUp(id string) {
 	}
 	e.mu.up = true
 	r.log.Info("router: engine up", "engine", id)
-	if e.role == scheduler.RoleDecode {
-		return
-	}
-	if err := r.d.UpdateBlocks(e.ID, scheduler.BlockUpdate{Reset: true, Added: e.heldLocked()}); err != nil {
-		panic("BUG: router: a registered engine refused a block update: " + err.Error())
-	}
 }

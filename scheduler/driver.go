@@ -29,6 +29,11 @@ type DriverOptions struct {
 	ExpireEvery time.Duration
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
+	// Blocks, when set, counts the blocks of an instance whose block set
+	// the caller keeps itself (see Request.Held); Instances reports it in
+	// place of the core's count where it answers ok. It is called without
+	// the driver's lock held.
+	Blocks func(id string) (n int64, ok bool)
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -211,8 +216,16 @@ func (d *Driver) Query(chain []block.Key) []InstanceMatch {
 // Instances returns every instance's status; see Core.Instances.
 func (d *Driver) Instances() []InstanceStatus {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.mu.core.Instances(d.now())
+	out := d.mu.core.Instances(d.now())
+	d.mu.Unlock()
+	if d.opts.Blocks != nil {
+		for i := range out {
+			if n, ok := d.opts.Blocks(out[i].ID); ok {
+				out[i].Blocks = n
+			}
+		}
+	}
+	return out
 }
 
 // Instance returns one instance's status.

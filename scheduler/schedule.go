@@ -26,6 +26,21 @@ type Request struct {
 	// knows them now; they add to what the instances reported. The caller
 	// asks the index per request, so the core keeps no copy to go stale.
 	Pool []PoolHit
+	// Held are prefill instances' cached prefixes of Keys as a caller that
+	// keeps their block sets itself matched them (a router following
+	// engines' events under locks of its own); each counts when longer than
+	// what the instance reported through UpdateBlocks. Entries naming an
+	// instance no longer registered as a prefill instance are ignored: it
+	// may have left between the caller's match and this call.
+	Held []HeldPrefix
+}
+
+// HeldPrefix is a prefill instance's cached prefix of a request's chain.
+type HeldPrefix struct {
+	// Instance is the id of a prefill instance.
+	Instance string
+	// Blocks is the length of the prefix of Request.Keys it holds.
+	Blocks int
 }
 
 // Source is where a pulled prefix sits; it sets the transfer bandwidth.
@@ -176,6 +191,14 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 		}
 		if h.Blocks >= c.lens[in.slot] {
 			c.lens[in.slot], sources[in.slot] = h.Blocks, h.Source
+		}
+	}
+	for _, h := range req.Held {
+		if h.Blocks < 0 || h.Blocks > len(req.Keys) {
+			return Decision{}, fmt.Errorf("%w: %q holds %d blocks of %d keys", ErrRequest, h.Instance, h.Blocks, len(req.Keys))
+		}
+		if in, ok := c.byID[h.Instance]; ok && in.Role == RolePrefill && h.Blocks > c.lens[in.slot] {
+			c.lens[in.slot] = h.Blocks
 		}
 	}
 	bestLen, best := 0, (*instance)(nil)
