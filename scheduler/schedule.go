@@ -228,6 +228,23 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 			}
 			k--
 		})
+	case PolicyRoundRobin:
+		// The next slot after the last choice, wrapping: instances that
+		// come and go neither skip nor repeat a turn.
+		first, next := -1, -1
+		c.prefills.forEach(func(s int) {
+			if first < 0 {
+				first = s
+			}
+			if next < 0 && s > c.rrLast {
+				next = s
+			}
+		})
+		if next < 0 {
+			next = first
+		}
+		c.rrLast = next
+		consider(c.slots[next], c.lens[next], c.lens[next], 0)
 	}
 
 	kv := int64(n + out)
