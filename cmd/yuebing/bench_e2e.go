@@ -14,6 +14,7 @@ func newBenchE2ECmd() *cobra.Command {
 		dramCapacity   string
 		layout         string
 		blockTokensArg int
+		ro             e2eRouterFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "e2e",
@@ -37,9 +38,13 @@ prefix against a raw multi-get of the same bytes stored as whole blocks, for
 the run's layout and for Llama-3-8B); disagg (prefill/decode layer
 streaming: hidden_frac of the transfer taken off the critical path).
 
-Without --addr a node is started in this process on a free loopback port.`,
+Without --addr a node is started in this process on a free loopback port.
+
+With --router the sample is replayed through the conductor's router instead
+(see --router).`,
 		Example: `  yuebing bench e2e --trace conversation_trace.jsonl --quick
-  yuebing bench e2e --trace conversation_trace.jsonl --requests 300 --json --plot e2e.png`,
+  yuebing bench e2e --trace conversation_trace.jsonl --requests 300 --json --plot e2e.png
+  yuebing bench e2e --router --trace conversation_trace.jsonl --quick --json --plot e2e-router.png`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Trace == "" {
@@ -62,6 +67,9 @@ Without --addr a node is started in this process on a free loopback port.`,
 					return usageErrorf("--layout: %v", err)
 				}
 				o.Layout = l
+			}
+			if ro.on {
+				return runBenchE2ERouter(cmd, o, ro, asJSON, plot, dramCapacity, dataDir)
 			}
 			if o.Addr == "" {
 				stop, addr, err := startBenchNode(dramCapacity, dataDir, 64<<20, false)
@@ -104,5 +112,6 @@ Without --addr a node is started in this process on a free loopback port.`,
 	f.StringVar(&plot, "plot", "", "also draw the TTFT distributions and token sources to this PNG file")
 	f.StringVar(&dramCapacity, "dram-capacity", "2GiB", "DRAM tier of the in-process node")
 	f.StringVar(&dataDir, "data-dir", "", "data directory of the in-process node (default: a temporary directory)")
+	ro.register(f)
 	return cmd
 }

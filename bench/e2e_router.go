@@ -1,0 +1,625 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/yuebing/yuebing/adapter"
+	"github.com/yuebing/yuebing/client"
+	"github.com/yuebing/yuebing/enginesim"
+	"github.com/yuebing/yuebing/kvevents"
+	"github.com/yuebing/yuebing/router"
+	"github.com/yuebing/yuebing/scheduler"
+	"github.com/yuebing/yuebing/server"
+)
+
+// Routings compared by `yuebing bench e2e --router`: the conductor's
+// Algorithm 1 on live state against the two cache-blind placements.
+const (
+	RoutingConductor   = "conductor"
+	RoutingRoundRobin  = "round_robin"
+	RoutingLeastLoaded = "least_loaded"
+)
+
+// E2ERouterOptions configure `yuebing bench e2e --router`. The embedded
+// E2EOptions give the trace, the sample, the time scales and the engines;
+// Engines defaults to 4 here.
+type E2ERouterOptions struct {
+	E2EOptions
+	// Routings to compare, each a policy name the conductor takes.
+	// Default: conductor, round_robin, least_loaded.
+	Routings []string
+	// TTFTSLO is the TTFT service level: the router rejects (429) a
+	// request it predicts past it, and a request counts towards the
+	// effective capacity when it is served within it. Default: 4 times
+	// the sample's mean prefill time without any cache, at the run's time
+	// scale (the paper's 30 s is about 4 times a long prompt's prefill).
+	TTFTSLO time.Duration
+	// Pool also gives the engines the yuebing node at Addr as their shared
+	// KV pool, through the adapter; by default they cache in their own
+	// HBM only, which the router follows through their KV events.
+	Pool bool
+	// Bandwidth is the router's transfer estimate in bytes per second.
+	// Default: an adapter load of the run's layout, measured at the start
+	// of the run; without the pool, 1 byte/s: engines without a shared
+	// pool or a node have no way to receive a pulled prefix, so a pull
+	// must never look worth it.
+	Bandwidth float64
+	// ProbeInterval is how often the router reads engines' /metrics.
+	// Default 1 s (the router's): a probe may take half of it, and one
+	// that takes longer takes the engine out of scheduling, which a
+	// loaded machine must not cause.
+	ProbeInterval time.Duration
+	// Log, if set, receives one line per routing as it ends.
+	Log io.Writer
+
+	slo     time.Duration
+	prefill *scheduler.PrefillModel
+}
+
+func (o *E2ERouterOptions) ensureDefaults() {
+	if o.Engines == 0 {
+		o.Engines = 4
+	}
+	o.E2EOptions.ensureDefaults()
+	if len(o.Routings) == 0 {
+		o.Routings = []string{RoutingConductor, RoutingRoundRobin, RoutingLeastLoaded}
+	}
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = time.Second
+	}
+}
+
+// E2ERouterTicks is the number of Progress ticks RunE2ERouter makes.
+func E2ERouterTicks(o E2ERouterOptions) int64 {
+	o.ensureDefaults()
+	return int64(len(o.Routings) * o.Requests)
+}
+
+// RoutedRequest is one request of a routed replay, as the client saw it.
+type RoutedRequest struct {
+	// Status is the router's answer: 200, 429 for an early rejection.
+	Status int
+	Engine string
+	// TTFT is from sending the request to the first streamed chunk;
+	// Predicted is the router's estimate for it (0 when rejected).
+	TTFT, Predicted time.Duration
+	// PrefixTokens is the prefix the router counted as cached on the
+	// engine; the rest come from the engine's own report.
+	PrefixTokens                                             int
+	PromptTokens, LocalHitTokens, PoolHitTokens, ComputedTok int
+}
+
+// E2ERoutingResult is one routing's replay.
+type E2ERoutingResult struct {
+	Routing  string
+	Requests []RoutedRequest // in sample order
+	Failed   int
+	Stats    []enginesim.Stats
+}
+
+// served returns the TTFTs of the requests that were answered, sorted.
+func (r *E2ERoutingResult) served() []time.Duration {
+	var ts []time.Duration
+	for _, q := range r.Requests {
+		if q.Status == http.StatusOK {
+			ts = append(ts, q.TTFT)
+		}
+	}
+	slices.Sort(ts)
+	return ts
+}
+
+// E2ERouterResult is a whole run.
+type E2ERouterResult struct {
+	Options  E2ERouterOptions
+	Routings []E2ERoutingResult
+	Report   *Report
+}
+
+// RunE2ERouter replays a sample of a trace through the conductor's router
+// (`yuebing conductor` with engines, on a loopback listener) in front of
+// o.Engines engine simulators, each on its own HTTP listener and
+// publishing vLLM KV events over ZMQ, once per routing, with fresh engines,
+// router and namespace each time. With the pool the engines load and save
+// KV through the yuebing node at o.Addr.
+func RunE2ERouter(ctx context.Context, o E2ERouterOptions) (*E2ERouterResult, error) {
+	o.ensureDefaults()
+	if o.Trace == "" || (o.Addr == "" && o.Pool) {
+		return nil, fmt.Errorf("%w: a trace and, with the pool, a node address are required", ErrOptions)
+	}
+	if err := o.Layout.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	for _, r := range o.Routings {
+		if _, err := scheduler.ParsePolicy(r); err != nil {
+			return nil, fmt.Errorf("%w: routing: %w", ErrOptions, err)
+		}
+	}
+	if o.TTFTSLO < 0 || o.Bandwidth < 0 || math.IsNaN(o.Bandwidth) {
+		return nil, fmt.Errorf("%w: TTFT SLO and bandwidth must not be negative", ErrOptions)
+	}
+	reqs, err := LoadTrace(o.Trace)
+	if err != nil {
+		return nil, err
+	}
+	sample := sampleE2E(reqs, o.E2EOptions)
+	if len(sample) == 0 {
+		return nil, fmt.Errorf("%w: no request of %s fits --max-input %d", ErrOptions, o.Trace, o.MaxInput)
+	}
+	span := sample[len(sample)-1].at
+	if o.Scale == 0 {
+		o.Scale = max(1, span.Seconds()/o.Duration.Seconds())
+	}
+	model := scheduler.DefaultPrefillModel()
+	if o.TimeScale == 0 {
+		o.TimeScale = o.Compression / o.Scale
+	}
+	var work float64
+	for _, r := range sample {
+		work += model.Seconds(len(r.tokens), 0) * o.TimeScale
+	}
+	o.offered = work / float64(o.Engines) / (span.Seconds() / o.Scale)
+	o.slo = o.TTFTSLO
+	if o.slo == 0 {
+		o.slo = time.Duration(4 * work / float64(len(sample)) * float64(time.Second))
+	}
+	if o.prefill, err = scaledPrefill(model, o.TimeScale); err != nil {
+		return nil, err
+	}
+	res := &E2ERouterResult{Report: &Report{}}
+	var cl *client.Client
+	if o.Pool {
+		if cl, err = client.New(o.Addr, client.Options{}); err != nil {
+			return nil, err
+		}
+		if o.Bandwidth == 0 {
+			// What a pull costs here is an adapter load from the node:
+			// measure it rather than assume a testbed's RDMA.
+			lo := o.E2EOptions
+			lo.OnlyRunLayout, lo.Quick = true, true
+			rows, err := measureAdapterLoad(ctx, lo, cl)
+			if err != nil {
+				return nil, err
+			}
+			o.Bandwidth = rows[0]["gbps"].(float64) * 1e9
+			res.Report.Add(rows[0])
+		}
+	}
+	if o.Bandwidth == 0 {
+		o.Bandwidth = 1
+	}
+	res.Options = o
+	for _, routing := range o.Routings {
+		rr, err := replayRouted(ctx, o, cl, routing, sample)
+		if err != nil {
+			return nil, fmt.Errorf("bench: e2e --router: %s: %w", routing, err)
+		}
+		res.Routings = append(res.Routings, rr)
+		row := e2eRouterRow(o, rr)
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, "e2e --router: %-12s %d served, %d rejected, TTFT mean %.3fs p90 %.3fs, predicted error p50 %.2f\n",
+				routing, row["requests"], row["rejected"], row["ttft_mean_s"], row["ttft_p90_s"], row["predicted_ttft_p50_error"])
+		}
+	}
+	var base Row
+	rows := make([]Row, len(res.Routings))
+	for i, rr := range res.Routings {
+		rows[i] = e2eRouterRow(o, rr)
+		if rr.Routing == RoutingLeastLoaded {
+			base = rows[i]
+		}
+	}
+	for _, row := range rows {
+		if base != nil && row["routing"] != RoutingLeastLoaded && base["ttft_mean_s"].(float64) > 0 {
+			bm, m := base["ttft_mean_s"].(float64), row["ttft_mean_s"].(float64)
+			row["baseline"] = RoutingLeastLoaded
+			row["baseline_ttft_mean_s"] = bm
+			row["ttft_vs_baseline"] = m / bm
+			row["ratio"] = bm / m // speed-up: higher is better
+		}
+		res.Report.Add(row)
+	}
+	return res, nil
+}
+
+// scaledPrefill returns m's prefill times multiplied by s, as a model the
+// router can predict with: the same polynomial, so the fit is exact.
+func scaledPrefill(m *scheduler.PrefillModel, s float64) (*scheduler.PrefillModel, error) {
+	var samples []scheduler.PrefillSample
+	for _, n := range []int{256, 1024, 4096, 16384, 65536} {
+		for _, f := range []int{0, 1, 2, 3, 4} {
+			p := n * f / 4
+			samples = append(samples, scheduler.PrefillSample{InputLen: n, PrefixLen: p, Seconds: m.Seconds(n, p) * s})
+		}
+	}
+	return scheduler.FitPrefill(samples)
+}
+
+// routedEngine is one engine simulator with its listeners.
+type routedEngine struct {
+	e    *enginesim.Engine
+	pub  *kvevents.Publisher
+	conn *adapter.Connector
+	srv  *http.Server
+	url  string
+}
+
+func replayRouted(ctx context.Context, o E2ERouterOptions, cl *client.Client, routing string, sample []e2eRequest) (E2ERoutingResult, error) {
+	rr := E2ERoutingResult{Routing: routing}
+	// A namespace per routing: nothing cached by an earlier one hits.
+	ns := fmt.Sprintf("bench/e2e-router-%d", time.Now().UnixNano())
+	runCtx, stop := context.WithCancel(ctx)
+	var loops sync.WaitGroup
+	engines := make([]*routedEngine, o.Engines)
+	defer func() {
+		stop()
+		for _, re := range engines {
+			if re != nil && re.srv != nil {
+				re.srv.Close()
+			}
+		}
+		loops.Wait()
+		for _, re := range engines {
+			if re == nil {
+				continue
+			}
+			if re.conn != nil {
+				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				re.conn.Close(cctx)
+				cancel()
+			}
+			if re.pub != nil {
+				re.pub.Close()
+			}
+		}
+	}()
+	var cfgs []router.Engine
+	for i := range engines {
+		re := &routedEngine{}
+		engines[i] = re
+		var err error
+		re.pub, err = kvevents.NewPublisher(kvevents.PublisherOptions{Endpoint: "tcp://127.0.0.1:0", Replay: "tcp://127.0.0.1:0", Logger: o.Logger})
+		if err != nil {
+			return rr, err
+		}
+		eo := enginesim.Options{
+			Name: fmt.Sprintf("e%d", i), Layout: o.Layout, Namespace: ns, PoolBlocks: o.PoolBlocks,
+			Prefill: scheduler.DefaultPrefillModel(), TimeScale: o.TimeScale,
+			MaxWaiting: len(sample), MaxTokens: o.MaxOutput, Logger: o.Logger, Events: re.pub,
+		}
+		if o.Pool {
+			if re.conn, err = adapter.New(adapter.Options{Client: cl, Namespace: ns, Layout: o.Layout, Logger: o.Logger}); err != nil {
+				return rr, err
+			}
+			eo.Connector = re.conn
+		}
+		if re.e, err = enginesim.New(eo); err != nil {
+			return rr, err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return rr, err
+		}
+		re.url = "http://" + ln.Addr().String()
+		re.srv = &http.Server{Handler: re.e.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		loops.Go(func() { re.e.Run(runCtx) })
+		loops.Go(func() { re.srv.Serve(ln) })
+		cfgs = append(cfgs, router.Engine{ID: eo.Name, URL: re.url, Events: re.pub.Endpoint(), Replay: re.pub.ReplayEndpoint()})
+	}
+	url, routerDone, err := startBenchRouter(runCtx, o, routing, ns, cfgs)
+	if err != nil {
+		return rr, err
+	}
+	defer func() {
+		stop()
+		<-routerDone
+	}()
+	// Every engine's event stream must reach the router before the replay:
+	// a router that joins late replays from the start, but a decision made
+	// before the subscription would count on nothing.
+	if err := waitRouterEvents(ctx, url, o.Layout.Name, engines, o.Layout.BlockTokens); err != nil {
+		return rr, err
+	}
+
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}}
+	defer hc.CloseIdleConnections()
+	rr.Requests = make([]RoutedRequest, len(sample))
+	errs := make([]error, len(sample))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, r := range sample {
+		at := time.Duration(float64(r.at) / o.Scale)
+		if d := time.Until(start.Add(at)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				wg.Wait()
+				return rr, ctx.Err()
+			}
+		}
+		wg.Go(func() {
+			rr.Requests[i], errs[i] = routedCall(ctx, hc, url, o.Layout.Name, r)
+			if o.Progress != nil {
+				o.Progress.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			rr.Failed++
+			if rr.Failed == 1 && o.Log != nil {
+				fmt.Fprintf(o.Log, "e2e --router: %s: request %d failed (the first of those that did): %v\n", routing, i, err)
+			}
+		}
+	}
+	for _, re := range engines {
+		rr.Stats = append(rr.Stats, re.e.Stats())
+	}
+	return rr, ctx.Err()
+}
+
+// startBenchRouter runs the conductor's router in this process on a
+// loopback listener and returns its URL; done closes when it has stopped.
+func startBenchRouter(ctx context.Context, o E2ERouterOptions, routing, ns string, engines []router.Engine) (string, <-chan struct{}, error) {
+	cc := server.DefaultConductorConfig()
+	cc.Policy = routing
+	cc.Rejection = scheduler.RejectPredicted.String()
+	cc.TTFTSLO = o.slo
+	cc.BlockSize = o.Layout.BlockTokens
+	cc.KVBytesPerToken = server.ByteSize(o.Layout.BlockBytes() / int64(o.Layout.BlockTokens))
+	cc.BandwidthGbps = o.Bandwidth * 8 / 1e9
+	cc.Options.Prefill = o.prefill
+	cc.Options.Logger = o.Logger
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		runErr = server.RunRouter(ctx, server.RouterOptions{
+			Listen: "127.0.0.1:0", Banner: pw, Conductor: cc,
+			Router: server.RouterConfig{Model: o.Layout.Name, Namespace: ns, BlockSize: o.Layout.BlockTokens,
+				Engines: engines, ProbeInterval: o.ProbeInterval},
+		})
+		pw.CloseWithError(runErr)
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		<-done
+		return "", nil, fmt.Errorf("router did not start: %w", errors.Join(err, runErr))
+	}
+	go io.Copy(io.Discard, pr)
+	return strings.TrimSpace(strings.TrimPrefix(line, "conductor listening on ")), done, nil
+}
+
+// waitRouterEvents waits until the router follows every engine's KV
+// events: each engine runs a one-block prompt of its own, sent to it
+// directly, until the router counts a stored event from it. ZMQ drops what
+// a subscriber not yet connected would have read, so a prompt is sent
+// again each round until its event arrives.
+func waitRouterEvents(ctx context.Context, url, model string, engines []*routedEngine, blockTokens int) error {
+	deadline := time.Now().Add(20 * time.Second)
+	seen := make([]bool, len(engines))
+	for round := 0; ; round++ {
+		stored, err := routerStoredEvents(ctx, url)
+		left := 0
+		for i, re := range engines {
+			if seen[i] = seen[i] || stored[re.e.Options().Name] > 0; seen[i] {
+				continue
+			}
+			left++
+			toks := make([]string, blockTokens)
+			for j := range toks {
+				// Far from the trace's ids (hash id times an odd
+				// constant): no replayed prompt shares this block.
+				toks[j] = strconv.FormatUint(uint64(0xfff00000+round<<12+i<<10+j), 10)
+			}
+			body := `{"model":` + strconv.Quote(model) + `,"max_tokens":1,"prompt":[` + strings.Join(toks, ",") + `]}`
+			req, rerr := http.NewRequestWithContext(ctx, http.MethodPost, re.url+"/v1/completions", strings.NewReader(body))
+			if rerr != nil {
+				return rerr
+			}
+			resp, rerr := http.DefaultClient.Do(req)
+			if rerr != nil {
+				return rerr
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the router follows the KV events of %d of %d engines after 20 s (%v)", len(engines)-left, len(engines), err)
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// routerStoredEvents reads the router's stored-event counts by engine.
+func routerStoredEvents(ctx context.Context, url string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), `yuebing_router_events_total{engine="`)
+		if !ok {
+			continue
+		}
+		eng, rest, _ := strings.Cut(rest, `"`)
+		if v, ok := strings.CutPrefix(rest, `,kind="stored"} `); ok {
+			out[eng], _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return out, sc.Err()
+}
+
+// routedCall streams one completion through the router.
+func routedCall(ctx context.Context, hc *http.Client, url, model string, r e2eRequest) (RoutedRequest, error) {
+	var out RoutedRequest
+	var body bytes.Buffer
+	body.WriteString(`{"model":`)
+	body.WriteString(strconv.Quote(model))
+	body.WriteString(`,"max_tokens":`)
+	body.WriteString(strconv.Itoa(r.output))
+	body.WriteString(`,"stream":true,"prompt":[`)
+	for i, t := range r.tokens {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		body.WriteString(strconv.FormatUint(uint64(t), 10))
+	}
+	body.WriteString("]}")
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/completions", &body)
+	if err != nil {
+		return out, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	t0 := time.Now()
+	resp, err := hc.Do(req)
+	if err != nil {
+		return out, err
+	}
+	defer resp.Body.Close()
+	out.Status = resp.StatusCode
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode == http.StatusTooManyRequests {
+			return out, nil
+		}
+		return out, fmt.Errorf("router answered %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	out.Engine = resp.Header.Get(router.HeaderEngine)
+	if s, err := strconv.ParseFloat(resp.Header.Get(router.HeaderPredictedTTFT), 64); err == nil {
+		out.Predicted = time.Duration(s * float64(time.Second))
+	}
+	out.PrefixTokens, _ = strconv.Atoi(resp.Header.Get(router.HeaderPrefixTokens))
+	rd := bufio.NewReaderSize(resp.Body, 64<<10)
+	var last []byte
+	for {
+		line, err := rd.ReadBytes('\n')
+		if d, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data: ")); ok {
+			if out.TTFT == 0 {
+				out.TTFT = time.Since(t0)
+			}
+			if !bytes.Equal(d, []byte("[DONE]")) {
+				last = d
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+	var final struct {
+		Yuebing *struct {
+			LocalHitTokens int `json:"local_hit_tokens"`
+			PoolHitTokens  int `json:"pool_hit_tokens"`
+			ComputedTokens int `json:"computed_tokens"`
+		} `json:"yuebing"`
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(last, &final); err != nil || final.Yuebing == nil {
+		if final.Error != nil {
+			return out, fmt.Errorf("engine %s: %s", out.Engine, final.Error.Message)
+		}
+		return out, fmt.Errorf("engine %s: the stream ended without its cache report", out.Engine)
+	}
+	y := final.Yuebing
+	out.PromptTokens = len(r.tokens)
+	out.LocalHitTokens, out.PoolHitTokens, out.ComputedTok = y.LocalHitTokens, y.PoolHitTokens, y.ComputedTokens
+	return out, nil
+}
+
+func e2eRouterRow(o E2ERouterOptions, rr E2ERoutingResult) Row {
+	ttft := rr.served()
+	var sum time.Duration
+	for _, t := range ttft {
+		sum += t
+	}
+	mean := 0.0
+	if len(ttft) > 0 {
+		mean = sum.Seconds() / float64(len(ttft))
+	}
+	var rejected, withinSLO int
+	var prompt, local, pool, computed, counted int64
+	var errs, ratios []float64
+	perEngine := map[string]int{}
+	for _, q := range rr.Requests {
+		switch q.Status {
+		case http.StatusTooManyRequests:
+			rejected++
+			continue
+		case http.StatusOK:
+		default:
+			continue
+		}
+		if q.TTFT <= o.slo {
+			withinSLO++
+		}
+		perEngine[q.Engine]++
+		prompt += int64(q.PromptTokens)
+		local += int64(q.LocalHitTokens)
+		pool += int64(q.PoolHitTokens)
+		computed += int64(q.ComputedTok)
+		counted += int64(q.PrefixTokens)
+		if q.Predicted > 0 && q.TTFT > 0 {
+			errs = append(errs, math.Abs(q.Predicted.Seconds()-q.TTFT.Seconds())/q.TTFT.Seconds())
+			ratios = append(ratios, q.Predicted.Seconds()/q.TTFT.Seconds())
+		}
+	}
+	busiest := 0
+	for _, n := range perEngine {
+		busiest = max(busiest, n)
+	}
+	frac := func(a, b int64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return float64(a) / float64(b)
+	}
+	return Row{
+		"name": "e2e", "routing": rr.Routing, "engines": o.Engines, "pool": o.Pool,
+		"offered": len(rr.Requests), "requests": len(ttft), "rejected": rejected, "failed": rr.Failed,
+		"ttft_mean_s": mean, "ttft_p50_s": ttftQuantile(ttft, 0.5), "ttft_p90_s": ttftQuantile(ttft, 0.9), "ttft_p99_s": ttftQuantile(ttft, 0.99),
+		"ttft_slo_s": o.slo.Seconds(), "effective_capacity": frac(int64(withinSLO), int64(len(rr.Requests))),
+		"prompt_tokens": prompt, "hit_hbm_tokens": local, "hit_pool_tokens": pool, "computed_tokens": computed,
+		"hit_frac": frac(local+pool, prompt), "predicted_prefix_tokens": counted,
+		"predicted_ttft_p50_error": quantile(errs, 0.5), "predicted_ttft_p90_error": quantile(errs, 0.9),
+		"predicted_over_observed_p50": quantile(ratios, 0.5),
+		"busiest_engine_frac":         frac(int64(busiest), int64(len(ttft))),
+		"time_scale":                  o.TimeScale, "scale": o.Scale, "offered_load": o.offered, "pool_blocks": o.PoolBlocks,
+		"bandwidth_gbps": o.Bandwidth * 8 / 1e9,
+	}
+}
