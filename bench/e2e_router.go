@@ -42,11 +42,17 @@ type E2ERouterOptions struct {
 	// Routings to compare, each a policy name the conductor takes.
 	// Default: conductor, round_robin, least_loaded.
 	Routings []string
+	// Load is the prefill load offered to each engine without any
+	// caching (1 keeps it busy all the time), which sets TimeScale when
+	// neither TimeScale nor Compression is given. Default 0.7: busy
+	// enough that queueing counts, as in the paper's experiments, with
+	// room for the bursts of the trace.
+	Load float64
 	// TTFTSLO is the TTFT service level: the router rejects (429) a
 	// request it predicts past it, and a request counts towards the
-	// effective capacity when it is served within it. Default: 4 times
-	// the sample's mean prefill time without any cache, at the run's time
-	// scale (the paper's 30 s is about 4 times a long prompt's prefill).
+	// effective capacity when it is served within it. Default: twice the
+	// sample's mean prefill time without any cache, at the run's time
+	// scale: a mean prompt may wait for about one other's prefill.
 	TTFTSLO time.Duration
 	// Pool also gives the engines the yuebing node at Addr as their shared
 	// KV pool, through the adapter; by default they cache in their own
@@ -66,13 +72,18 @@ type E2ERouterOptions struct {
 	// Log, if set, receives one line per routing as it ends.
 	Log io.Writer
 
-	slo     time.Duration
-	prefill *scheduler.PrefillModel
+	slo         time.Duration
+	prefill     *scheduler.PrefillModel
+	scaleByLoad bool
 }
 
 func (o *E2ERouterOptions) ensureDefaults() {
 	if o.Engines == 0 {
 		o.Engines = 4
+	}
+	o.scaleByLoad = o.TimeScale == 0 && o.Compression == 0
+	if o.Load == 0 {
+		o.Load = 0.7
 	}
 	o.E2EOptions.ensureDefaults()
 	if len(o.Routings) == 0 {
@@ -149,8 +160,8 @@ func RunE2ERouter(ctx context.Context, o E2ERouterOptions) (*E2ERouterResult, er
 			return nil, fmt.Errorf("%w: routing: %w", ErrOptions, err)
 		}
 	}
-	if o.TTFTSLO < 0 || o.Bandwidth < 0 || math.IsNaN(o.Bandwidth) {
-		return nil, fmt.Errorf("%w: TTFT SLO and bandwidth must not be negative", ErrOptions)
+	if o.TTFTSLO < 0 || !(o.Bandwidth >= 0) || !(o.Load > 0) || math.IsInf(o.Load, 0) {
+		return nil, fmt.Errorf("%w: TTFT SLO and bandwidth must not be negative, load must be positive", ErrOptions)
 	}
 	reqs, err := LoadTrace(o.Trace)
 	if err != nil {
@@ -165,17 +176,25 @@ func RunE2ERouter(ctx context.Context, o E2ERouterOptions) (*E2ERouterResult, er
 		o.Scale = max(1, span.Seconds()/o.Duration.Seconds())
 	}
 	model := scheduler.DefaultPrefillModel()
-	if o.TimeScale == 0 {
+	var work float64 // prefill seconds of the sample, unscaled, no cache
+	for _, r := range sample {
+		work += model.Seconds(len(r.tokens), 0)
+	}
+	wall := span.Seconds() / o.Scale
+	switch {
+	case o.TimeScale > 0:
+	case o.scaleByLoad && span > 0:
+		o.TimeScale = o.Load * float64(o.Engines) * wall / work
+	default:
 		o.TimeScale = o.Compression / o.Scale
 	}
-	var work float64
-	for _, r := range sample {
-		work += model.Seconds(len(r.tokens), 0) * o.TimeScale
+	work *= o.TimeScale
+	if wall > 0 {
+		o.offered = work / float64(o.Engines) / wall
 	}
-	o.offered = work / float64(o.Engines) / (span.Seconds() / o.Scale)
 	o.slo = o.TTFTSLO
 	if o.slo == 0 {
-		o.slo = time.Duration(4 * work / float64(len(sample)) * float64(time.Second))
+		o.slo = time.Duration(2 * work / float64(len(sample)) * float64(time.Second))
 	}
 	if o.prefill, err = scaledPrefill(model, o.TimeScale); err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ type e2eRouterFlags struct {
 	slo      time.Duration
 	pool     bool
 	bw       float64
+	load     float64
 }
 
 func (r *e2eRouterFlags) register(f *pflag.FlagSet) {
@@ -26,15 +27,16 @@ func (r *e2eRouterFlags) register(f *pflag.FlagSet) {
 publishing KV events, once per --routing, and report TTFT, 429s, effective capacity and the
 router's predicted TTFT against the observed one`)
 	f.StringVar(&r.routings, "routing", "conductor,round_robin,least_loaded", "with --router: routings to compare, comma-separated policy names")
-	f.DurationVar(&r.slo, "ttft-slo", 0, "with --router: TTFT SLO of rejection and effective capacity (default: 4x the sample's mean uncached prefill at the run's time scale)")
+	f.DurationVar(&r.slo, "ttft-slo", 0, "with --router: TTFT SLO of rejection and effective capacity (default: twice the sample's mean uncached prefill at the run's time scale)")
 	f.BoolVar(&r.pool, "with-pool", false, "with --router: engines also use the yuebing node (--addr, or one in this process) as their shared KV pool")
+	f.Float64Var(&r.load, "load", 0, "with --router: prefill load offered to each engine without caching, sets the time scale unless --compression or --time-scale is given (default 0.7)")
 	f.Float64Var(&r.bw, "bandwidth", 0, "with --router: the router's KV transfer estimate in Gbps (default: an adapter load measured at the start)")
 }
 
 // runBenchE2ERouter is `yuebing bench e2e --router`; o holds the flags
 // the replay shares with the plain e2e bench, validated.
 func runBenchE2ERouter(cmd *cobra.Command, o bench.E2EOptions, r e2eRouterFlags, asJSON bool, plot, dramCapacity, dataDir string) error {
-	ro := bench.E2ERouterOptions{E2EOptions: o, TTFTSLO: r.slo, Pool: r.pool, Bandwidth: r.bw * 1e9 / 8, Log: cmd.ErrOrStderr()}
+	ro := bench.E2ERouterOptions{E2EOptions: o, TTFTSLO: r.slo, Pool: r.pool, Bandwidth: r.bw * 1e9 / 8, Load: r.load, Log: cmd.ErrOrStderr()}
 	for _, name := range strings.Split(r.routings, ",") {
 		name = strings.TrimSpace(name)
 		if _, err := scheduler.ParsePolicy(name); err != nil {
@@ -42,8 +44,8 @@ func runBenchE2ERouter(cmd *cobra.Command, o bench.E2EOptions, r e2eRouterFlags,
 		}
 		ro.Routings = append(ro.Routings, name)
 	}
-	if r.slo < 0 || r.bw < 0 {
-		return usageErrorf("--ttft-slo and --bandwidth must not be negative")
+	if r.slo < 0 || r.bw < 0 || r.load < 0 || r.load > 100 {
+		return usageErrorf("--ttft-slo and --bandwidth must not be negative, --load must be in (0, 100]")
 	}
 	if r.pool && ro.Addr == "" {
 		stop, addr, err := startBenchNode(dramCapacity, dataDir, 64<<20, false)
