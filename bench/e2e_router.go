@@ -65,9 +65,11 @@ type E2ERouterOptions struct {
 	// must never look worth it.
 	Bandwidth float64
 	// ProbeInterval is how often the router reads engines' /metrics.
-	// Default 1 s (the router's): a probe may take half of it, and one
-	// that takes longer takes the engine out of scheduling, which a
-	// loaded machine must not cause.
+	// Default 5 s: the simulators export no queue gauge, so probes only
+	// check that engines answer; a probe may take half the interval, and
+	// one that takes longer takes the engine out of scheduling, which a
+	// loaded machine must not cause (at 1 s it did, on a 2-core VM at
+	// load average 16).
 	ProbeInterval time.Duration
 	// Log, if set, receives one line per routing as it ends.
 	Log io.Writer
@@ -90,7 +92,7 @@ func (o *E2ERouterOptions) ensureDefaults() {
 		o.Routings = []string{RoutingConductor, RoutingRoundRobin, RoutingLeastLoaded}
 	}
 	if o.ProbeInterval == 0 {
-		o.ProbeInterval = time.Second
+		o.ProbeInterval = 5 * time.Second
 	}
 }
 
@@ -112,6 +114,8 @@ type RoutedRequest struct {
 	// engine; the rest come from the engine's own report.
 	PrefixTokens                                             int
 	PromptTokens, LocalHitTokens, PoolHitTokens, ComputedTok int
+	// Queue is the engine's wait before the prefill started.
+	Queue time.Duration
 }
 
 // E2ERoutingResult is one routing's replay.
@@ -561,9 +565,10 @@ func routedCall(ctx context.Context, hc *http.Client, url, model string, r e2eRe
 	}
 	var final struct {
 		Yuebing *struct {
-			LocalHitTokens int `json:"local_hit_tokens"`
-			PoolHitTokens  int `json:"pool_hit_tokens"`
-			ComputedTokens int `json:"computed_tokens"`
+			LocalHitTokens int     `json:"local_hit_tokens"`
+			PoolHitTokens  int     `json:"pool_hit_tokens"`
+			ComputedTokens int     `json:"computed_tokens"`
+			QueueS         float64 `json:"queue_s"`
 		} `json:"yuebing"`
 		Error *struct {
 			Message string `json:"message"`
@@ -578,6 +583,7 @@ func routedCall(ctx context.Context, hc *http.Client, url, model string, r e2eRe
 	y := final.Yuebing
 	out.PromptTokens = len(r.tokens)
 	out.LocalHitTokens, out.PoolHitTokens, out.ComputedTok = y.LocalHitTokens, y.PoolHitTokens, y.ComputedTokens
+	out.Queue = time.Duration(y.QueueS * float64(time.Second))
 	return out, nil
 }
 
@@ -594,6 +600,7 @@ func e2eRouterRow(o E2ERouterOptions, rr E2ERoutingResult) Row {
 	var rejected, withinSLO int
 	var prompt, local, pool, computed, counted int64
 	var errs, ratios []float64
+	var queue time.Duration
 	perEngine := map[string]int{}
 	for _, q := range rr.Requests {
 		switch q.Status {
@@ -613,6 +620,7 @@ func e2eRouterRow(o E2ERouterOptions, rr E2ERoutingResult) Row {
 		pool += int64(q.PoolHitTokens)
 		computed += int64(q.ComputedTok)
 		counted += int64(q.PrefixTokens)
+		queue += q.Queue
 		if q.Predicted > 0 && q.TTFT > 0 {
 			errs = append(errs, math.Abs(q.Predicted.Seconds()-q.TTFT.Seconds())/q.TTFT.Seconds())
 			ratios = append(ratios, q.Predicted.Seconds()/q.TTFT.Seconds())
@@ -632,7 +640,8 @@ func e2eRouterRow(o E2ERouterOptions, rr E2ERoutingResult) Row {
 		"name": "e2e", "routing": rr.Routing, "engines": o.Engines, "pool": o.Pool,
 		"offered": len(rr.Requests), "requests": len(ttft), "rejected": rejected, "failed": rr.Failed,
 		"ttft_mean_s": mean, "ttft_p50_s": ttftQuantile(ttft, 0.5), "ttft_p90_s": ttftQuantile(ttft, 0.9), "ttft_p99_s": ttftQuantile(ttft, 0.99),
-		"ttft_slo_s": o.slo.Seconds(), "effective_capacity": frac(int64(withinSLO), int64(len(rr.Requests))),
+		"queue_mean_s": queue.Seconds() / float64(max(1, len(ttft))),
+		"ttft_slo_s":   o.slo.Seconds(), "effective_capacity": frac(int64(withinSLO), int64(len(rr.Requests))),
 		"prompt_tokens": prompt, "hit_hbm_tokens": local, "hit_pool_tokens": pool, "computed_tokens": computed,
 		"hit_frac": frac(local+pool, prompt), "predicted_prefix_tokens": counted,
 		"predicted_ttft_p50_error": quantile(errs, 0.5), "predicted_ttft_p90_error": quantile(errs, 0.9),
