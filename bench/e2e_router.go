@@ -148,8 +148,8 @@ type E2ERouterResult struct {
 // RunE2ERouter replays a sample of a trace through the conductor's router
 // (`yuebing conductor` with engines, on a loopback listener) in front of
 // o.Engines engine simulators, each on its own HTTP listener and
-// publishing vLLM KV events over ZMQ, once per routing, with fresh engines,
-// router and namespace each time. With the pool the engines load and save
+// publishing vLLM KV events over ZMQ, once per routing, all at the same
+// time, each with engines, a router and a namespace of its own. With the pool the engines load and save
 // KV through the yuebing node at o.Addr.
 func RunE2ERouter(ctx context.Context, o E2ERouterOptions) (*E2ERouterResult, error) {
 	o.ensureDefaults()
@@ -226,17 +226,35 @@ func RunE2ERouter(ctx context.Context, o E2ERouterOptions) (*E2ERouterResult, er
 		o.Bandwidth = 1
 	}
 	res.Options = o
-	for _, routing := range o.Routings {
-		rr, err := replayRouted(ctx, o, cl, routing, sample)
-		if err != nil {
-			return nil, fmt.Errorf("bench: e2e --router: %s: %w", routing, err)
-		}
-		res.Routings = append(res.Routings, rr)
-		row := e2eRouterRow(o, rr)
-		if o.Log != nil {
-			fmt.Fprintf(o.Log, "e2e --router: %-12s %d served, %d rejected, TTFT mean %.3fs p90 %.3fs, predicted error p50 %.2f\n",
-				routing, row["requests"], row["rejected"], row["ttft_mean_s"], row["ttft_p90_s"], row["predicted_ttft_p50_error"])
-		}
+	// The routings replay side by side, each on engines, a router and a
+	// namespace of its own: a shared machine's load then weighs on all of
+	// them alike instead of on whichever ran while a neighbour was busy.
+	// The replays sleep through simulated compute, so together they use
+	// a fraction of a core.
+	res.Routings = make([]E2ERoutingResult, len(o.Routings))
+	errs := make([]error, len(o.Routings))
+	var wg sync.WaitGroup
+	var logMu sync.Mutex
+	for i, routing := range o.Routings {
+		wg.Go(func() {
+			rr, err := replayRouted(ctx, o, cl, routing, sample)
+			if err != nil {
+				errs[i] = fmt.Errorf("bench: e2e --router: %s: %w", routing, err)
+				return
+			}
+			res.Routings[i] = rr
+			if o.Log != nil {
+				row := e2eRouterRow(o, rr)
+				logMu.Lock()
+				fmt.Fprintf(o.Log, "e2e --router: %-12s %d served, %d rejected, TTFT mean %.3fs p90 %.3fs, predicted error p50 %.2f\n",
+					routing, row["requests"], row["rejected"], row["ttft_mean_s"], row["ttft_p90_s"], row["predicted_ttft_p50_error"])
+				logMu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	var base Row
 	rows := make([]Row, len(res.Routings))
