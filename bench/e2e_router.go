@@ -71,6 +71,10 @@ type E2ERouterOptions struct {
 	// loaded machine must not cause (at 1 s it did, on a 2-core VM at
 	// load average 16).
 	ProbeInterval time.Duration
+	// Sequential replays the routings one after another instead of side
+	// by side: each then has the machine to itself, but a neighbour's
+	// burst of load hits one routing and not the others.
+	Sequential bool
 	// Log, if set, receives one line per routing as it ends.
 	Log io.Writer
 
@@ -236,7 +240,7 @@ func RunE2ERouter(ctx context.Context, o E2ERouterOptions) (*E2ERouterResult, er
 	var wg sync.WaitGroup
 	var logMu sync.Mutex
 	for i, routing := range o.Routings {
-		wg.Go(func() {
+		replay := func() {
 			rr, err := replayRouted(ctx, o, cl, routing, sample)
 			if err != nil {
 				errs[i] = fmt.Errorf("bench: e2e --router: %s: %w", routing, err)
@@ -250,7 +254,12 @@ func RunE2ERouter(ctx context.Context, o E2ERouterOptions) (*E2ERouterResult, er
 					routing, row["requests"], row["rejected"], row["ttft_mean_s"], row["ttft_p90_s"], row["predicted_ttft_p50_error"])
 				logMu.Unlock()
 			}
-		})
+		}
+		if o.Sequential {
+			replay()
+			continue
+		}
+		wg.Go(replay)
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
