@@ -50,9 +50,11 @@ type E2ERouterOptions struct {
 	Load float64
 	// TTFTSLO is the TTFT service level: the router rejects (429) a
 	// request it predicts past it, and a request counts towards the
-	// effective capacity when it is served within it. Default: twice the
-	// sample's mean prefill time without any cache, at the run's time
-	// scale: a mean prompt may wait for about one other's prefill.
+	// effective capacity when it is served within it. Default: 1.25 times
+	// the prefill of the sample's longest prompt without any cache, at
+	// the run's time scale, and at least twice the mean one: every
+	// request can meet it on an idle engine, so what is rejected or late
+	// is so for the load, not for its length.
 	TTFTSLO time.Duration
 	// Pool also gives the engines the yuebing node at Addr as their shared
 	// KV pool, through the adapter; by default they cache in their own
@@ -187,9 +189,11 @@ func RunE2ERouter(ctx context.Context, o E2ERouterOptions) (*E2ERouterResult, er
 		o.Scale = max(1, span.Seconds()/o.Duration.Seconds())
 	}
 	model := scheduler.DefaultPrefillModel()
-	var work float64 // prefill seconds of the sample, unscaled, no cache
+	var work, longest float64 // prefill seconds of the sample, unscaled, no cache
 	for _, r := range sample {
-		work += model.Seconds(len(r.tokens), 0)
+		t := model.Seconds(len(r.tokens), 0)
+		work += t
+		longest = max(longest, t)
 	}
 	wall := span.Seconds() / o.Scale
 	switch {
@@ -205,7 +209,7 @@ func RunE2ERouter(ctx context.Context, o E2ERouterOptions) (*E2ERouterResult, er
 	}
 	o.slo = o.TTFTSLO
 	if o.slo == 0 {
-		o.slo = time.Duration(2 * work / float64(len(sample)) * float64(time.Second))
+		o.slo = time.Duration(max(2*work/float64(len(sample)), 1.25*longest*o.TimeScale) * float64(time.Second))
 	}
 	if o.prefill, err = scaledPrefill(model, o.TimeScale); err != nil {
 		return nil, err

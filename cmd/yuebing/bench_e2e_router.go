@@ -28,7 +28,7 @@ func (r *e2eRouterFlags) register(f *pflag.FlagSet) {
 publishing KV events, once per --routing, and report TTFT, 429s, effective capacity and the
 router's predicted TTFT against the observed one`)
 	f.StringVar(&r.routings, "routing", "conductor,round_robin,least_loaded", "with --router: routings to compare, comma-separated policy names")
-	f.DurationVar(&r.slo, "ttft-slo", 0, "with --router: TTFT SLO of rejection and effective capacity (default: twice the sample's mean uncached prefill at the run's time scale)")
+	f.DurationVar(&r.slo, "ttft-slo", 0, "with --router: TTFT SLO of rejection and effective capacity (default: 1.25x the sample's longest uncached prefill at the run's time scale, at least 2x the mean)")
 	f.BoolVar(&r.pool, "with-pool", false, "with --router: engines also use the yuebing node (--addr, or one in this process) as their shared KV pool")
 	f.Float64Var(&r.load, "load", 0, "with --router: prefill load offered to each engine without caching, sets the time scale unless --compression or --time-scale is given (default 0.7)")
 	f.BoolVar(&r.side, "side-by-side", false, "with --router: replay the routings at the same time instead of one after another")
