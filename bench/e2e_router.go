@@ -79,12 +79,18 @@ type E2ERouterOptions struct {
 	// adds a delay the router does not predict to every TTFT (on the
 	// loaded 2-core VM about 0.05 s, a quarter of the mean).
 	SideBySide bool
+	// PoolBlocks (of E2EOptions), each engine's HBM in blocks, defaults
+	// here to what keeps a block cached about as long, in the trace's
+	// time, as a real engine keeps it (see realHBMBlocks), and at least
+	// 48.
+
 	// Log, if set, receives one line per routing as it ends.
 	Log io.Writer
 
 	slo         time.Duration
 	prefill     *scheduler.PrefillModel
 	scaleByLoad bool
+	sizeHBM     bool
 }
 
 func (o *E2ERouterOptions) ensureDefaults() {
@@ -92,6 +98,7 @@ func (o *E2ERouterOptions) ensureDefaults() {
 		o.Engines = 4
 	}
 	o.scaleByLoad = o.TimeScale == 0 && o.Compression == 0
+	o.sizeHBM = o.PoolBlocks == 0
 	if o.Load == 0 {
 		o.Load = 0.7
 	}
@@ -211,6 +218,9 @@ func RunE2ERouter(ctx context.Context, o E2ERouterOptions) (*E2ERouterResult, er
 	if o.slo == 0 {
 		o.slo = time.Duration(max(2*work/float64(len(sample)), 1.25*longest*o.TimeScale) * float64(time.Second))
 	}
+	if o.sizeHBM {
+		o.PoolBlocks = hbmBlocks(reqs, sample, o.Engines, span)
+	}
 	if o.prefill, err = scaledPrefill(model, o.TimeScale); err != nil {
 		return nil, err
 	}
@@ -287,6 +297,47 @@ func RunE2ERouter(ctx context.Context, o E2ERouterOptions) (*E2ERouterResult, er
 		res.Report.Add(row)
 	}
 	return res, nil
+}
+
+// realHBMBlocks is a real engine's HBM in 512-token blocks: LLaMA3-70B on
+// 8 x A800 holds about 1.5M tokens of KV beside the weights.
+const realHBMBlocks = 3000
+
+// realPrefillInstances serve the whole trace, as in the paper's
+// conversation experiment (`yuebing bench sched`: 8 prefill instances).
+const realPrefillInstances = 8
+
+// hbmBlocks sizes an engine's HBM so that its cache turns over in about
+// the same trace time as a real engine's: a real one takes in the trace's
+// new blocks split over realPrefillInstances and holds realHBMBlocks (on
+// the conversation trace, about 7.6 minutes of them), and an engine here
+// takes in the sample's new blocks split over engines over the sample's
+// span. Sampled conversations are fewer than the trace's, so the engines
+// need fewer blocks to keep a conversation's history from one turn to the
+// next as long as a real one would; never fewer than 48 (room for the
+// requests in flight, as in bench e2e).
+func hbmBlocks(trace []Request, sample []e2eRequest, engines int, span time.Duration) int {
+	if len(trace) < 2 || span <= 0 {
+		return 48
+	}
+	distinct := map[uint64]bool{}
+	first, last := trace[0].Timestamp, trace[0].Timestamp
+	for _, r := range trace {
+		for _, h := range r.HashIDs {
+			distinct[h] = true
+		}
+		first, last = min(first, r.Timestamp), max(last, r.Timestamp)
+	}
+	traceSpan := (last - first).Seconds()
+	turnover := realHBMBlocks * realPrefillInstances * traceSpan / float64(len(distinct)) // seconds
+	own := map[uint32]bool{}
+	for _, r := range sample {
+		for b := 0; b < len(r.tokens); b += TraceBlockTokens {
+			own[r.tokens[b]] = true // a block's first token names its hash id
+		}
+	}
+	rate := float64(len(own)) / float64(engines) / span.Seconds() // blocks per engine per trace second
+	return max(48, int(math.Ceil(turnover*rate)))
 }
 
 // scaledPrefill returns m's prefill times multiplied by s, as a model the
