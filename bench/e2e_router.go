@@ -311,7 +311,7 @@ const realPrefillInstances = 8
 // hbmBlocks sizes an engine's HBM so that its cache turns over in about
 // the same trace time as a real engine's: a real one takes in the trace's
 // new blocks split over realPrefillInstances and holds realHBMBlocks (on
-// the conversation trace, about 7.6 minutes of them), and an engine here
+// the conversation trace, about 7.7 minutes of them), and an engine here
 // takes in the sample's new blocks split over engines over the sample's
 // span. Sampled conversations are fewer than the trace's, so the engines
 // need fewer blocks to keep a conversation's history from one turn to the
