@@ -24,9 +24,7 @@ type e2eRouterFlags struct {
 }
 
 func (r *e2eRouterFlags) register(f *pflag.FlagSet) {
-	f.BoolVar(&r.on, "router", false, `replay through the conductor's router in front of --engines engine simulators (default 4)
-publishing KV events, once per --routing, and report TTFT, 429s, effective capacity and the
-router's predicted TTFT against the observed one`)
+	f.BoolVar(&r.on, "router", false, "replay through the conductor's router in front of --engines engine simulators (default 4) publishing KV events, once per --routing; report TTFT, 429s, effective capacity and predicted against observed TTFT")
 	f.StringVar(&r.routings, "routing", "conductor,round_robin,least_loaded", "with --router: routings to compare, comma-separated policy names")
 	f.DurationVar(&r.slo, "ttft-slo", 0, "with --router: TTFT SLO of rejection and effective capacity (default: 1.25x the sample's longest uncached prefill at the run's time scale, at least 2x the mean)")
 	f.BoolVar(&r.pool, "with-pool", false, "with --router: engines also use the yuebing node (--addr, or one in this process) as their shared KV pool")
