@@ -195,11 +195,7 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 	consider := func(in *instance, own, prefix int, transfer time.Duration) {
 		queue := in.queueTime(now)
 		pre := c.opts.Prefill.Estimate(n, tokens(prefix))
-		// On a tie the instance idle the longest wins (then the first
-		// registered): with every queue empty, always taking the first
-		// would pile new prefixes, and the cache pressure they bring,
-		// onto one instance.
-		if t := transfer + queue + pre; p == nil || t < ttft || t == ttft && in.queueEnd < p.queueEnd {
+		if t := transfer + queue + pre; p == nil || t < ttft {
 			p, ttft, tq, tp, tt = in, t, queue, pre, transfer
 			ownLen, prefixLen, pulls = own, prefix, prefix > own
 		}
