@@ -35,8 +35,10 @@ const (
 )
 
 // E2ERouterOptions configure `yuebing bench e2e --router`. The embedded
-// E2EOptions give the trace, the sample, the time scales and the engines;
-// Engines defaults to 4 here.
+// E2EOptions give the trace, the sample, the time scales and the engines,
+// with two defaults of their own here: Engines 4, and PoolBlocks (each
+// engine's HBM) what keeps a block cached about as long, in the trace's
+// time, as a real engine keeps it (see hbmBlocks), at least 48.
 type E2ERouterOptions struct {
 	E2EOptions
 	// Routings to compare, each a policy name the conductor takes.
@@ -80,11 +82,6 @@ type E2ERouterOptions struct {
 	// adds a delay the router does not predict to every TTFT (on the
 	// loaded 2-core VM about 0.05 s, a quarter of the mean).
 	SideBySide bool
-	// PoolBlocks (of E2EOptions), each engine's HBM in blocks, defaults
-	// here to what keeps a block cached about as long, in the trace's
-	// time, as a real engine keeps it (see realHBMBlocks), and at least
-	// 48.
-
 	// Log, if set, receives one line per routing as it ends.
 	Log io.Writer
 
@@ -128,8 +125,8 @@ type RoutedRequest struct {
 	TTFT, Predicted time.Duration
 	// PrefixTokens is the prefix the router counted as cached on the
 	// engine; the rest come from the engine's own report.
-	PrefixTokens                                             int
-	PromptTokens, LocalHitTokens, PoolHitTokens, ComputedTok int
+	PrefixTokens                                                int
+	PromptTokens, LocalHitTokens, PoolHitTokens, ComputedTokens int
 	// Queue is the engine's wait before the prefill started.
 	Queue time.Duration
 }
@@ -166,8 +163,8 @@ type E2ERouterResult struct {
 // o.Engines engine simulators, each on its own HTTP listener and
 // publishing vLLM KV events over ZMQ, once per routing (one after another
 // unless o.SideBySide), each with engines, a router and a namespace of its
-// own. With the pool the engines load and save
-// KV through the yuebing node at o.Addr.
+// own. With o.Pool the engines load and save KV through the yuebing node
+// at o.Addr.
 func RunE2ERouter(ctx context.Context, o E2ERouterOptions) (*E2ERouterResult, error) {
 	o.ensureDefaults()
 	if o.Trace == "" || (o.Addr == "" && o.Pool) {
@@ -270,7 +267,9 @@ func RunE2ERouter(ctx context.Context, o E2ERouterOptions) (*E2ERouterResult, er
 			}
 		}
 		if !o.SideBySide {
-			replay()
+			if replay(); errs[i] != nil {
+				break
+			}
 			continue
 		}
 		wg.Go(replay)
@@ -664,7 +663,7 @@ func routedCall(ctx context.Context, hc *http.Client, url, model string, r e2eRe
 	}
 	y := final.Yuebing
 	out.PromptTokens = len(r.tokens)
-	out.LocalHitTokens, out.PoolHitTokens, out.ComputedTok = y.LocalHitTokens, y.PoolHitTokens, y.ComputedTokens
+	out.LocalHitTokens, out.PoolHitTokens, out.ComputedTokens = y.LocalHitTokens, y.PoolHitTokens, y.ComputedTokens
 	out.Queue = time.Duration(y.QueueS * float64(time.Second))
 	return out, nil
 }
@@ -700,7 +699,7 @@ func e2eRouterRow(o E2ERouterOptions, rr E2ERoutingResult) Row {
 		prompt += int64(q.PromptTokens)
 		local += int64(q.LocalHitTokens)
 		pool += int64(q.PoolHitTokens)
-		computed += int64(q.ComputedTok)
+		computed += int64(q.ComputedTokens)
 		counted += int64(q.PrefixTokens)
 		queue += q.Queue
 		if q.Predicted > 0 && q.TTFT > 0 {
