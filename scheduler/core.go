@@ -26,6 +26,7 @@ type Core struct {
 	holders  *holders
 	flights  map[string]*flight
 	rng      *rand.Rand
+	rrLast   int // PolicyRoundRobin: slot of its last choice, -1 before the first
 	nextID   uint64
 	lens     [MaxInstances]int // scratch for match
 }
@@ -42,6 +43,7 @@ func NewCore(opts Options) (*Core, error) {
 		holders: newHolders(),
 		flights: make(map[string]*flight),
 		rng:     rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
+		rrLast:  -1,
 	}, nil
 }
 

@@ -123,9 +123,21 @@ func TestOptionsValidate(t *testing.T) {
 	if err := zero.Validate(); err != nil {
 		t.Errorf("defaults do not validate: %v", err)
 	}
-	for _, s := range []string{"random", "load", "cache-local", "cache-global"} {
+	for _, s := range []string{"random", "load", "cache-local", "cache-global", "round-robin"} {
 		if p, err := ParsePolicy(s); err != nil || p.String() != s {
 			t.Errorf("ParsePolicy(%q) = %v, %v", s, p, err)
+		}
+	}
+	for alias, want := range map[string]Policy{
+		"conductor": PolicyCacheGlobal, "least_loaded": PolicyLoad, "least-loaded": PolicyLoad, "round_robin": PolicyRoundRobin,
+	} {
+		if p, err := ParsePolicy(alias); err != nil || p != want {
+			t.Errorf("ParsePolicy(%q) = %v, %v; want %v", alias, p, err, want)
+		}
+	}
+	for _, bad := range []string{"", "roundrobin", "Conductor", "least loaded"} {
+		if _, err := ParsePolicy(bad); !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), "round_robin") {
+			t.Errorf("ParsePolicy(%q) = %v, want ErrOptions naming the choices", bad, err)
 		}
 	}
 	for _, s := range []string{"none", "early", "predicted"} {

@@ -27,9 +27,23 @@ const (
 	PolicyLoad
 	// PolicyRandom picks a prefill instance uniformly at random.
 	PolicyRandom
+	// PolicyRoundRobin takes the prefill instances in turn, blind to
+	// caches and load; it still reuses whatever prefix the chosen one
+	// holds.
+	PolicyRoundRobin
 )
 
-var policyNames = [...]string{"cache-global", "cache-local", "load", "random"}
+var policyNames = [...]string{"cache-global", "cache-local", "load", "random", "round-robin"}
+
+// policyAliases are the router's names for the policies it is compared
+// under: the conductor (Algorithm 1 on live state) against the two
+// cache-blind baselines.
+var policyAliases = map[string]Policy{
+	"conductor":    PolicyCacheGlobal,
+	"least_loaded": PolicyLoad,
+	"least-loaded": PolicyLoad,
+	"round_robin":  PolicyRoundRobin,
+}
 
 func (p Policy) String() string {
 	if int(p) < len(policyNames) {
@@ -38,14 +52,22 @@ func (p Policy) String() string {
 	return fmt.Sprintf("Policy(%d)", uint8(p))
 }
 
-// ParsePolicy parses "random", "load", "cache-local" or "cache-global".
+// PolicyNames lists the names ParsePolicy takes, for messages.
+const PolicyNames = "conductor (cache-global), least_loaded (load), round_robin (round-robin), cache-local or random"
+
+// ParsePolicy parses a policy's name ("cache-global", "cache-local",
+// "load", "random", "round-robin") or alias ("conductor", "least_loaded",
+// "round_robin").
 func ParsePolicy(s string) (Policy, error) {
 	for i, n := range policyNames {
 		if s == n {
 			return Policy(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: policy %q, want random, load, cache-local or cache-global", ErrOptions, s)
+	if p, ok := policyAliases[s]; ok {
+		return p, nil
+	}
+	return 0, fmt.Errorf("%w: policy %q, want %s", ErrOptions, s, PolicyNames)
 }
 
 // Rejection is the overload policy: when a request is refused.

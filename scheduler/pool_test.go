@@ -10,9 +10,9 @@ import (
 // is pulled over the bandwidth of the tier it sits in.
 func TestPoolHits(t *testing.T) {
 	opts := scriptOptions(t)
-	// 100k tokens/s from DRAM, 10k/s from SSD: pulling 20 blocks of 256
-	// tokens takes 51.2 ms or 512 ms.
-	opts.SourceBandwidth[SourceSSD] = 10_000
+	// 100k tokens/s from DRAM, 20k/s from SSD: pulling 20 blocks of 256
+	// tokens takes 51.2 ms or 256 ms, both less than their 512 ms prefill.
+	opts.SourceBandwidth[SourceSSD] = 20_000
 	c, err := NewCore(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -40,8 +40,24 @@ func TestPoolHits(t *testing.T) {
 		}
 	}
 	f(PoolHit{Instance: "pool", Blocks: 20, Source: SourceDRAM}, 51200*time.Microsecond, SourceDRAM)
-	f(PoolHit{Instance: "pool", Blocks: 20, Source: SourceSSD}, 512*time.Millisecond, SourceSSD)
+	f(PoolHit{Instance: "pool", Blocks: 20, Source: SourceSSD}, 256*time.Millisecond, SourceSSD)
 	f(PoolHit{Instance: "pool", Blocks: 10, Source: SourceDRAM}, 25600*time.Microsecond, SourceDRAM)
+
+	// A pull slower than the prefill it saves is not made: at 4k tokens/s
+	// the SSD's 20 blocks take 1.28 s against 512 ms of compute.
+	opts.SourceBandwidth[SourceSSD] = 4_000
+	slow, err := NewCore(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []Instance{{ID: "p0", Role: RolePrefill}, {ID: "pool", Role: RoleStore}} {
+		if err := slow.AddInstance(in, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, err := slow.Schedule(Request{Keys: keys, Pool: []PoolHit{{Instance: "pool", Blocks: 20, Source: SourceSSD}}}, 0); err != nil || d.Pull != nil || d.PrefixTokens != 0 {
+		t.Fatalf("slow SSD pull: decision %+v, %v; want the prompt computed", d, err)
+	}
 
 	for _, bad := range []PoolHit{{Instance: "p0", Blocks: 1}, {Instance: "nope", Blocks: 1}, {Instance: "pool", Blocks: 21}, {Instance: "pool", Blocks: 1, Source: NumSources}} {
 		if _, err := c.Schedule(Request{Keys: keys, Pool: []PoolHit{bad}}, 0); !errors.Is(err, ErrRequest) {

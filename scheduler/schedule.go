@@ -229,9 +229,13 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 			own := c.lens[s]
 			if c.pullsBest(bestLen, own) {
 				consider(c.slots[s], own, bestLen, c.transferTime(tokens(bestLen)-tokens(own), sources[best.slot]))
-			} else {
-				consider(c.slots[s], own, own, 0)
 			}
+			// Computing from the own prefix stays an option: a pull over
+			// a slow path (SSD, a congested link) can cost more than it
+			// saves, and the paper's x/0 rule would otherwise make an
+			// instance that holds nothing pay for any transfer. On a tie
+			// the pull, considered first, wins.
+			consider(c.slots[s], own, own, 0)
 		})
 	case PolicyCacheLocal:
 		c.prefills.forEach(func(s int) { consider(c.slots[s], c.lens[s], c.lens[s], 0) })
@@ -251,6 +255,23 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 			}
 			k--
 		})
+	case PolicyRoundRobin:
+		// The next slot after the last choice, wrapping: instances that
+		// come and go neither skip nor repeat a turn.
+		first, next := -1, -1
+		c.prefills.forEach(func(s int) {
+			if first < 0 {
+				first = s
+			}
+			if next < 0 && s > c.rrLast {
+				next = s
+			}
+		})
+		if next < 0 {
+			next = first
+		}
+		c.rrLast = next
+		consider(c.slots[next], c.lens[next], c.lens[next], 0)
 	}
 
 	kv := int64(n + out)

@@ -193,8 +193,9 @@ type ContextsConfig struct {
 type ConductorConfig struct {
 	// Enabled mounts the conductor's endpoints. Default true.
 	Enabled bool `yaml:"enabled"`
-	// Policy is random, load, cache-local or cache-global. Default
-	// cache-global (Algorithm 1).
+	// Policy is cache-global (alias conductor: Algorithm 1), load
+	// (least_loaded), round-robin (round_robin), cache-local or random.
+	// Default cache-global.
 	Policy string `yaml:"policy"`
 	// Rejection is none, early or predicted. Default predicted.
 	Rejection string `yaml:"rejection"`
@@ -255,7 +256,7 @@ func (c *ConductorConfig) resolve(bad func(field, format string, args ...any)) {
 	o.Bandwidth, o.KVBytesPerToken = c.BandwidthGbps*1e9/8, int64(c.KVBytesPerToken)
 	var err error
 	if o.Policy, err = scheduler.ParsePolicy(c.Policy); err != nil {
-		bad("policy", "%q: want random, load, cache-local or cache-global", c.Policy)
+		bad("policy", "%q: want %s", c.Policy, scheduler.PolicyNames)
 	}
 	if o.Rejection, err = scheduler.ParseRejection(c.Rejection); err != nil {
 		bad("rejection", "%q: want none, early or predicted", c.Rejection)

@@ -14,6 +14,7 @@ func newBenchE2ECmd() *cobra.Command {
 		dramCapacity   string
 		layout         string
 		blockTokensArg int
+		ro             e2eRouterFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "e2e",
@@ -37,9 +38,13 @@ prefix against a raw multi-get of the same bytes stored as whole blocks, for
 the run's layout and for Llama-3-8B); disagg (prefill/decode layer
 streaming: hidden_frac of the transfer taken off the critical path).
 
-Without --addr a node is started in this process on a free loopback port.`,
+Without --addr a node is started in this process on a free loopback port.
+
+With --router the sample is replayed through the conductor's router instead
+(see --router).`,
 		Example: `  yuebing bench e2e --trace conversation_trace.jsonl --quick
-  yuebing bench e2e --trace conversation_trace.jsonl --requests 300 --json --plot e2e.png`,
+  yuebing bench e2e --trace conversation_trace.jsonl --requests 300 --json --plot e2e.png
+  yuebing bench e2e --router --trace conversation_trace.jsonl --quick --json --plot e2e-router.png`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Trace == "" {
@@ -62,6 +67,9 @@ Without --addr a node is started in this process on a free loopback port.`,
 					return usageErrorf("--layout: %v", err)
 				}
 				o.Layout = l
+			}
+			if ro.on {
+				return runBenchE2ERouter(cmd, o, ro, asJSON, plot, dramCapacity, dataDir)
 			}
 			if o.Addr == "" {
 				stop, addr, err := startBenchNode(dramCapacity, dataDir, 64<<20, false)
@@ -88,7 +96,7 @@ Without --addr a node is started in this process on a free loopback port.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Trace, "trace", "", "Mooncake trace file (JSONL) to replay (required)")
 	f.StringVar(&o.Addr, "addr", "", "yuebing node to use, http://host:port (default: start one in this process)")
-	f.IntVar(&o.Engines, "engines", 0, "engine simulators (default 2)")
+	f.IntVar(&o.Engines, "engines", 0, "engine simulators (default 2; with --router 4)")
 	f.IntVar(&o.Requests, "requests", 0, "sample size in requests, whole conversations (default 600; --quick 200)")
 	f.IntVar(&o.MaxInput, "max-input", 0, "leave out prompts longer than this, tokens (default 16384; --quick 8192)")
 	f.IntVar(&o.MaxOutput, "max-output", 0, "cap generated tokens per request (default 16; --quick 4)")
@@ -96,7 +104,7 @@ Without --addr a node is started in this process on a free loopback port.`,
 	f.Float64Var(&o.Scale, "scale", 0, "arrival speed-up over the trace's timestamps (default: from --duration)")
 	f.Float64Var(&o.Compression, "compression", 0, "how much faster arrivals run than compute (default 40)")
 	f.Float64Var(&o.TimeScale, "time-scale", 0, "multiply simulated compute times by this (default: --compression / --scale)")
-	f.IntVar(&o.PoolBlocks, "pool-blocks", 0, "each engine's HBM pool in blocks (default 48)")
+	f.IntVar(&o.PoolBlocks, "pool-blocks", 0, "each engine's HBM pool in blocks (default 48; with --router sized to keep blocks as long as a real engine does, at least 48)")
 	f.StringVar(&layout, "layout", "", "KV layout preset (default sim-70b)")
 	f.IntVar(&blockTokensArg, "block-tokens", 512, "tokens per block of --layout")
 	f.IntVar(&o.Rounds, "rounds", 0, "replay the sample this many times per mode, the modes' order rotating, rows pooling the rounds (default 1)")
@@ -106,5 +114,6 @@ Without --addr a node is started in this process on a free loopback port.`,
 	f.StringVar(&plot, "plot", "", "also draw the TTFT distributions and token sources to this PNG file")
 	f.StringVar(&dramCapacity, "dram-capacity", "2GiB", "DRAM tier of the in-process node")
 	f.StringVar(&dataDir, "data-dir", "", "data directory of the in-process node (default: a temporary directory)")
+	ro.register(f)
 	return cmd
 }

@@ -58,7 +58,7 @@ their load and the blocks they hold; see docs/conductor.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:8090", "HTTP listen address")
-	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "prefill placement: random, load, cache-local or cache-global (Algorithm 1)")
+	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "prefill placement: conductor or cache-global (Algorithm 1), least_loaded or load, round_robin or round-robin, cache-local, random")
 	f.StringVar(&cfg.Rejection, "rejection", cfg.Rejection, "overload policy: none, early or predicted")
 	f.IntVar(&cfg.BlockSize, "block-size", cfg.BlockSize, "tokens per block key")
 	f.Float64Var(&cfg.BalancingThreshold, "threshold", cfg.BalancingThreshold, "kvcache_balancing_threshold: pull a remote prefix when it is this many times longer than the local one")

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/yuebing/yuebing/bench"
+	"github.com/yuebing/yuebing/scheduler"
+)
+
+// e2eRouterFlags are `yuebing bench e2e`'s flags for --router.
+type e2eRouterFlags struct {
+	on       bool
+	routings string
+	slo      time.Duration
+	pool     bool
+	bw       float64
+	load     float64
+	side     bool
+}
+
+func (r *e2eRouterFlags) register(f *pflag.FlagSet) {
+	f.BoolVar(&r.on, "router", false, "replay through the conductor's router in front of --engines engine simulators (default 4) publishing KV events, once per --routing; report TTFT, 429s, effective capacity and predicted against observed TTFT")
+	f.StringVar(&r.routings, "routing", "conductor,round_robin,least_loaded", "with --router: routings to compare, comma-separated policy names")
+	f.DurationVar(&r.slo, "ttft-slo", 0, "with --router: TTFT SLO of rejection and effective capacity (default: 1.25x the sample's longest uncached prefill at the run's time scale, at least 2x the mean)")
+	f.BoolVar(&r.pool, "with-pool", false, "with --router: engines also use the yuebing node (--addr, or one in this process) as their shared KV pool")
+	f.Float64Var(&r.load, "load", 0, "with --router: prefill load offered to each engine without caching, sets the time scale unless --compression or --time-scale is given (default 0.7)")
+	f.BoolVar(&r.side, "side-by-side", false, "with --router: replay the routings at the same time instead of one after another")
+	f.Float64Var(&r.bw, "bandwidth", 0, "with --router: the router's KV transfer estimate in Gbps (default: an adapter load measured at the start)")
+}
+
+// runBenchE2ERouter is `yuebing bench e2e --router`; o holds the flags
+// the replay shares with the plain e2e bench, validated.
+func runBenchE2ERouter(cmd *cobra.Command, o bench.E2EOptions, r e2eRouterFlags, asJSON bool, plot, dramCapacity, dataDir string) error {
+	ro := bench.E2ERouterOptions{E2EOptions: o, TTFTSLO: r.slo, Pool: r.pool, Bandwidth: r.bw * 1e9 / 8, Load: r.load, SideBySide: r.side, Log: cmd.ErrOrStderr()}
+	for _, name := range strings.Split(r.routings, ",") {
+		name = strings.TrimSpace(name)
+		if _, err := scheduler.ParsePolicy(name); err != nil {
+			return usageErrorf("--routing: %q: want %s", name, scheduler.PolicyNames)
+		}
+		ro.Routings = append(ro.Routings, name)
+	}
+	if r.slo < 0 || r.bw < 0 || r.load < 0 || r.load > 100 {
+		return usageErrorf("--ttft-slo and --bandwidth must not be negative, --load must be in (0, 100]")
+	}
+	if r.pool && ro.Addr == "" {
+		stop, addr, err := startBenchNode(dramCapacity, dataDir, 64<<20, false)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		ro.Addr = addr
+	}
+	ro.Progress = bench.NewProgress("e2e --router", bench.E2ERouterTicks(ro))
+	res, err := bench.RunE2ERouter(cmd.Context(), ro)
+	ro.Progress.Done()
+	if err != nil {
+		return err
+	}
+	if plot != "" {
+		if err := bench.PlotE2ERouter(res, plot); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "e2e --router: plot written to %s\n", plot)
+	}
+	return res.Report.Write(cmd.OutOrStdout(), asJSON)
+}
