@@ -17,6 +17,7 @@ type metrics struct {
 	retries     prometheus.Counter
 	failures    *prometheus.CounterVec
 	engineDown  *prometheus.CounterVec
+	probeMisses *prometheus.CounterVec
 	specDropped prometheus.Counter
 	poolErrors  prometheus.Counter
 	r           *Router
@@ -54,6 +55,9 @@ func newMetrics(r *Router) *metrics {
 		}, []string{"engine"}),
 		engineDown: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "yuebing_router_engine_down_total", Help: "Times an engine was taken out of scheduling after a failure.",
+		}, []string{"engine"}),
+		probeMisses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "yuebing_router_probe_misses_total", Help: "Probes of an engine's /metrics that went unanswered without taking it out (fewer in a row than probe failures).",
 		}, []string{"engine"}),
 		specDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "yuebing_router_speculative_dropped_total", Help: "Speculative entries not recorded because the bound was reached.",
@@ -118,5 +122,5 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 func (r *Router) Collectors() []prometheus.Collector {
 	m := r.m
 	return []prometheus.Collector{m, m.decisions, m.hitTokens, m.predicted, m.observed, m.ttftRatio,
-		m.retries, m.failures, m.engineDown, m.specDropped, m.poolErrors}
+		m.retries, m.failures, m.engineDown, m.probeMisses, m.specDropped, m.poolErrors}
 }

@@ -80,6 +80,12 @@ type Options struct {
 	// ProbeInterval is how often each engine's /metrics is read, to correct
 	// its queue estimate and to bring it back after a failure. Default: 1 s.
 	ProbeInterval time.Duration
+	// ProbeFailures is how many probes in a row must go unanswered (time
+	// out, or answer an error) before an engine is taken out: one slow
+	// /metrics page on a busy engine is not a dead engine. A refused
+	// connection takes it out at once, as a failed request does.
+	// Default: 3.
+	ProbeFailures int
 	// RetryAfter is the Retry-After of a 429. Default: 1 s.
 	RetryAfter time.Duration
 	// MaxBodyBytes bounds a request body. Default: 8 MiB.
@@ -115,6 +121,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.ProbeInterval == 0 {
 		o.ProbeInterval = time.Second
+	}
+	if o.ProbeFailures == 0 {
+		o.ProbeFailures = 3
 	}
 	if o.RetryAfter == 0 {
 		o.RetryAfter = time.Second
@@ -198,6 +207,9 @@ func (o *Options) Validate() error {
 	}
 	if o.PoolTimeout <= 0 || o.SpeculativeTTL <= 0 || o.ProbeInterval <= 0 || o.RetryAfter <= 0 {
 		bad("pool timeout, speculative TTL, probe interval and retry-after must be positive")
+	}
+	if o.ProbeFailures < 1 {
+		bad("probe failures must be at least 1")
 	}
 	if o.MaxSpeculative < 0 || o.MaxBodyBytes < 1024 || o.MaxResponseBytes < 1024 || o.MaxPromptTokens < 1 {
 		bad("max speculative must be >= 0, max body and response >= 1 KiB, max prompt tokens >= 1")

@@ -3,11 +3,13 @@ package router
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/yuebing/yuebing/scheduler"
@@ -26,10 +28,11 @@ const (
 
 // probeLoop reads an engine's /metrics every ProbeInterval: an answer
 // brings a downed engine back and corrects its queue estimate; no answer
-// takes it out.
+// ProbeFailures times in a row, or a refused connection, takes it out.
 func (r *Router) probeLoop(ctx context.Context, e *engine) {
 	t := time.NewTicker(r.opts.ProbeInterval)
 	defer t.Stop()
+	failed := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -43,9 +46,15 @@ func (r *Router) probeLoop(ctx context.Context, e *engine) {
 			return
 		}
 		if err != nil {
-			r.markDown(e.ID, fmt.Errorf("probe: %w", err))
+			failed++
+			if failed >= r.opts.ProbeFailures || errors.Is(err, syscall.ECONNREFUSED) {
+				r.markDown(e.ID, fmt.Errorf("probe (%d in a row unanswered): %w", failed, err))
+			} else {
+				r.m.probeMisses.WithLabelValues(e.ID).Inc()
+			}
 			continue
 		}
+		failed = 0
 		r.markUp(e.ID)
 		if l, ok := r.loadFrom(vals); ok && e.role != scheduler.RoleDecode {
 			_ = r.d.Heartbeat(e.ID, l)

@@ -41,9 +41,11 @@ type RouterConfig struct {
 	Pool []string `yaml:"pool,omitempty"`
 	// PoolToken is the admin token for the pool's API, if it needs one.
 	PoolToken string `yaml:"pool_token"`
-	// SpeculativeTTL, ProbeInterval and RetryAfter: see router.Options.
+	// SpeculativeTTL, ProbeInterval, ProbeFailures and RetryAfter: see
+	// router.Options.
 	SpeculativeTTL time.Duration `yaml:"speculative_ttl"`
 	ProbeInterval  time.Duration `yaml:"probe_interval"`
+	ProbeFailures  int           `yaml:"probe_failures"`
 	RetryAfter     time.Duration `yaml:"retry_after"`
 }
 
@@ -55,7 +57,7 @@ func (c RouterConfig) options(cc ConductorConfig) router.Options {
 	return router.Options{
 		Model: c.Model, Namespace: c.Namespace, BlockSize: c.BlockSize, Encoding: c.Encoding,
 		Engines: c.Engines, Pool: c.Pool, PoolToken: c.PoolToken,
-		SpeculativeTTL: c.SpeculativeTTL, ProbeInterval: c.ProbeInterval, RetryAfter: c.RetryAfter,
+		SpeculativeTTL: c.SpeculativeTTL, ProbeInterval: c.ProbeInterval, ProbeFailures: c.ProbeFailures, RetryAfter: c.RetryAfter,
 		Scheduler: cc.Options,
 	}
 }

@@ -79,6 +79,7 @@ their load and the blocks they hold; see docs/conductor.md.`,
 	f.StringVar(&rc.PoolToken, "pool-token", "", "admin token for the pool nodes' API")
 	f.DurationVar(&rc.SpeculativeTTL, "speculative-ttl", 2*time.Second, "how long a routing decision counts the prompt as cached on its engine before events confirm it")
 	f.DurationVar(&rc.ProbeInterval, "probe-interval", time.Second, "how often engines' /metrics are read")
+	f.IntVar(&rc.ProbeFailures, "probe-failures", 3, "unanswered /metrics probes in a row that take an engine out (a refused connection does at once)")
 	f.DurationVar(&rc.RetryAfter, "retry-after", time.Second, "Retry-After of a 429 from early rejection")
 	return cmd
 }
