@@ -30,6 +30,11 @@ func TestInflightBudget(t *testing.T) {
 	if got := c.do("GET", "big"); got != "$204800\r\n"+val+"\r\n" {
 		t.Fatalf("GET big: %d bytes", len(got))
 	}
+	// A GET's charge ends once its reply is written, which the client can
+	// read a moment before the server's write call returns.
+	for deadline := time.Now().Add(10 * time.Second); bud.InUse() != 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if bud.InUse() != 0 {
 		t.Fatalf("budget in use after the commands: %d", bud.InUse())
 	}

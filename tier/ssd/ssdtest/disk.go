@@ -81,6 +81,8 @@ type Disk struct {
 	crashed bool
 	rng     *rand.Rand
 	fired   map[Op]int
+	// firedOn counts fired faults by operation and file base name.
+	firedOn map[Op]map[string]int
 }
 
 type active struct {
@@ -90,7 +92,7 @@ type active struct {
 
 // NewDisk returns a healthy disk; seed drives the torn writes' lengths.
 func NewDisk(seed uint64) *Disk {
-	return &Disk{rng: rand.New(rand.NewPCG(seed, 0x55d)), fired: map[Op]int{}}
+	return &Disk{rng: rand.New(rand.NewPCG(seed, 0x55d)), fired: map[Op]int{}, firedOn: map[Op]map[string]int{}}
 }
 
 // Inject adds a fault.
@@ -131,6 +133,21 @@ func (d *Disk) Fired(op Op) int {
 	return d.fired[op]
 }
 
+// FiredMatching is Fired for the files whose base name matches glob
+// (filepath.Match): the segments' "*.seg" apart from the tier's own device
+// probe, say.
+func (d *Disk) FiredMatching(op Op, glob string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for name, c := range d.firedOn[op] {
+		if ok, _ := filepath.Match(glob, name); ok {
+			n += c
+		}
+	}
+	return n
+}
+
 // check decides an operation's fate: the fault that fires, if any.
 func (d *Disk) check(op Op, index bool, path string) *active {
 	d.mu.Lock()
@@ -152,6 +169,10 @@ func (d *Disk) check(op Op, index bool, path string) *active {
 		}
 		f.fired++
 		d.fired[op]++
+		if d.firedOn[op] == nil {
+			d.firedOn[op] = map[string]int{}
+		}
+		d.firedOn[op][filepath.Base(path)]++
 		if f.Count > 0 && f.fired >= f.Count {
 			d.faults = append(d.faults[:i:i], d.faults[i+1:]...)
 		}
