@@ -128,7 +128,9 @@ func (o *SoakOptions) EnsureDefaults() {
 // Validate reports every invalid field.
 func (o *SoakOptions) Validate() error {
 	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("%w: soak: "+format, append([]any{ErrOptions}, a...)...)) }
+	bad := func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%w: soak: "+format, append([]any{ErrOptions}, a...)...))
+	}
 	if o.Binary == "" {
 		bad("the yuebing binary is required")
 	}

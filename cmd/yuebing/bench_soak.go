@@ -167,4 +167,3 @@ func soakTable(r *bench.Report) *bench.Report {
 	}
 	return out
 }
-
