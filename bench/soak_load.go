@@ -252,6 +252,7 @@ func (s *soak) putBatch(ctx context.Context, w *soakWorker) error {
 	if err != nil {
 		return err
 	}
+	var stored []block.Key
 	for j, r := range res {
 		if j >= len(idx) {
 			break
@@ -260,11 +261,21 @@ func (s *soak) putBatch(ctx context.Context, w *soakWorker) error {
 		case "created", "exists":
 			w.slots[idx[j]].acked = w.slots[idx[j]].tried
 			s.putBytes.Add(int64(len(items[j].Data)))
+			stored = append(stored, items[j].Key)
 		default:
 			s.mu.Lock()
 			s.errs["batch_item_"+itemCode(r)]++
 			s.mu.Unlock()
 		}
+	}
+	if len(stored) > 0 && w.rng.IntN(4) == 0 {
+		// Soft-pin a quarter of the batches for a while, as a context
+		// cache client would: the SSD tier then copies pinned blocks
+		// forward out of the segments it evicts, under the same reads.
+		t0 := time.Now()
+		_, err := c.CreateContext(cctx, client.ContextSpec{Namespace: soakNS, TTL: 10 * time.Second, Keys: stored})
+		s.done(ctx, true, t0, err)
+		return err
 	}
 	return nil
 }

@@ -21,6 +21,10 @@ type respConn struct {
 	w *bufio.Writer
 }
 
+// maxRESPBulk bounds a bulk reply: no soak value is larger, and a damaged
+// length must not allocate gigabytes.
+const maxRESPBulk = 64 << 20
+
 // respError is an error reply ("-ERR ...").
 type respError struct{ msg string }
 
@@ -73,6 +77,9 @@ func (rc *respConn) reply() (simple string, bulk []byte, err error) {
 		}
 		if n < 0 {
 			return "", nil, nil
+		}
+		if n > maxRESPBulk {
+			return "", nil, fmt.Errorf("resp: bulk of %d bytes, more than the %d a soak value can be", n, maxRESPBulk)
 		}
 		b := make([]byte, n+2)
 		if _, err := io.ReadFull(rc.r, b); err != nil {

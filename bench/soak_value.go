@@ -32,7 +32,7 @@ var kindNames = map[byte]string{kindBlock: "block", kindObject: "object", kindRE
 //	8  8  slot, little-endian
 //	16 8  version
 //	24 4  total length of the value
-//	28 4  CRC-32C of bytes 32..
+//	28 4  CRC-32C of bytes 0..27 and 32..: the header checks itself too
 //	32 .. payload, a window of a fixed pseudo-random pattern chosen by
 //	      (kind, slot, version)
 const soakHeaderSize = 32
@@ -81,7 +81,11 @@ func fillSoakValue(b []byte, kind byte, slot, version uint64) {
 	for p := b[soakHeaderSize:]; len(p) > 0; off = 0 {
 		p = p[copy(p, pat[off:]):]
 	}
-	binary.LittleEndian.PutUint32(b[28:], crc32.Checksum(b[soakHeaderSize:], soakCRC))
+	binary.LittleEndian.PutUint32(b[28:], soakChecksum(b))
+}
+
+func soakChecksum(b []byte) uint32 {
+	return crc32.Update(crc32.Checksum(b[:28], soakCRC), soakCRC, b[soakHeaderSize:])
 }
 
 // soakValue is what a read returned, decoded.
@@ -105,8 +109,8 @@ func parseSoakValue(b []byte) (soakValue, error) {
 	if n := binary.LittleEndian.Uint32(b[24:]); int(n) != len(b) {
 		return v, fmt.Errorf("%w: %d bytes, header says %d", errNotSoak, len(b), n)
 	}
-	if got, want := crc32.Checksum(b[soakHeaderSize:], soakCRC), binary.LittleEndian.Uint32(b[28:]); got != want {
-		return v, fmt.Errorf("%w: payload crc32c %08x, header says %08x", errNotSoak, got, want)
+	if got, want := soakChecksum(b), binary.LittleEndian.Uint32(b[28:]); got != want {
+		return v, fmt.Errorf("%w: crc32c %08x, header says %08x", errNotSoak, got, want)
 	}
 	return v, nil
 }
