@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -204,8 +205,9 @@ type SoakResult struct {
 	// not (a cache may forget).
 	Hits, Misses int64
 	// Errors counts failed requests by kind: conn_refused, conn_reset,
-	// timeout, http_429, http_503, resp_err, ...
-	Errors map[string]int64
+	// timeout, http_429, http_503, resp_err, ...; ErrorsByOp by request
+	// and kind ("batch_put:http_429").
+	Errors, ErrorsByOp map[string]int64
 	// ErrorsOutsideRestarts counts errors while every node was up and had
 	// been for 5 s.
 	ErrorsOutsideRestarts int64
@@ -263,6 +265,7 @@ type soak struct {
 
 	mu        sync.Mutex
 	errs      map[string]int64
+	errsByOp  map[string]int64
 	examples  []string
 	lostNotes []string
 	windows   map[int]*soakWindowAcc
@@ -284,7 +287,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	s := &soak{o: o, errs: map[string]int64{}, windows: map[int]*soakWindowAcc{}}
+	s := &soak{o: o, errs: map[string]int64{}, errsByOp: map[string]int64{}, windows: map[int]*soakWindowAcc{}}
 	dir := o.Dir
 	if dir == "" {
 		var err error
@@ -413,8 +416,9 @@ func (s *soak) allUp() bool {
 	return true
 }
 
-// done records one request.
-func (s *soak) done(ctx context.Context, write bool, t0 time.Time, err error) {
+// done records one request: op is "block_get", "resp_set", "context", ...
+func (s *soak) done(ctx context.Context, op string, t0 time.Time, err error) {
+	write := !strings.HasSuffix(op, "_get")
 	if err != nil && ctx.Err() != nil {
 		return // cut by the end of the soak
 	}
@@ -435,6 +439,7 @@ func (s *soak) done(ctx context.Context, write bool, t0 time.Time, err error) {
 	if err != nil {
 		w.errors++
 		s.errs[kind]++
+		s.errsByOp[op+":"+kind]++
 		return
 	}
 	if write {
@@ -773,10 +778,7 @@ func (s *soak) result() *SoakResult {
 	res.WorkingSet = int64(o.Overcommit * float64((o.DRAMCapacity+o.SSDCapacity)*int64(len(s.nodes))))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	res.Errors = map[string]int64{}
-	for k, v := range s.errs {
-		res.Errors[k] = v
-	}
+	res.Errors, res.ErrorsByOp = maps.Clone(s.errs), maps.Clone(s.errsByOp)
 	res.Corrupt = slices.Clone(s.examples)
 	res.Lost = slices.Clone(s.lostNotes)
 	res.KillTimes = slices.Clone(s.killTimes)
@@ -813,16 +815,19 @@ func (s *soak) result() *SoakResult {
 func SoakReport(res *SoakResult) *Report {
 	r := &Report{Columns: []string{"name", "node", "t_s", "requests", "errors", "p99_get_ms", "p99_put_ms", "max_rss_bytes", "rss_bound_bytes"}}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	errs := map[string]any{}
+	errs, byOp := map[string]any{}, map[string]any{}
 	var total int64
 	for k, v := range res.Errors {
 		errs[k] = v
 		total += v
 	}
+	for k, v := range res.ErrorsByOp {
+		byOp[k] = v
+	}
 	nodes := len(res.Nodes)
 	row := Row{
 		"name": "soak", "requests": res.Requests, "hits": res.Hits, "misses": res.Misses,
-		"errors": errs, "error_total": total, "errors_outside_restarts": res.ErrorsOutsideRestarts,
+		"errors": errs, "errors_by_op": byOp, "error_total": total, "errors_outside_restarts": res.ErrorsOutsideRestarts,
 		"corrupt_reads": res.CorruptReads, "stale_after_restart": res.StaleAfterRestart,
 		"lost_writes": res.LostWrites, "durable_acked": res.DurableAcked, "durable_checked": res.DurableChecked,
 		"durable_in_dram": res.DurableInDRAM, "durable_bytes": res.DurableBytes,

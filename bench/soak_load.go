@@ -125,6 +125,9 @@ func (s *soak) runWorker(ctx context.Context, w *soakWorker) {
 	}
 }
 
+// opName names a request for the error counts: "block_put", "object_get".
+func opName(kind byte, verb string) string { return kindNames[kind] + "_" + verb }
+
 func (s *soak) value(w *soakWorker, kind byte, slot, version uint64) []byte {
 	b := w.buf[:soakSize(kind, slot, version, s.o.MinValue, s.o.MaxValue)]
 	fillSoakValue(b, kind, slot, version)
@@ -151,7 +154,7 @@ func (s *soak) putOne(ctx context.Context, w *soakWorker, i int) error {
 	} else {
 		_, err = c.Put(cctx, soakNS, soakKey(w.kind, slot, v), data)
 	}
-	s.done(ctx, true, t0, err)
+	s.done(ctx, opName(w.kind, "put"), t0, err)
 	if err == nil {
 		st.acked = v
 		s.putBytes.Add(int64(len(data)))
@@ -191,18 +194,18 @@ func (s *soak) getOne(ctx context.Context, w *soakWorker, i int) error {
 func (s *soak) checkRead(ctx context.Context, n *soakNode, t0 time.Time, err error, data []byte, kind byte, slot, v uint64) error {
 	switch {
 	case errors.Is(err, client.ErrNotFound):
-		s.done(ctx, false, t0, nil)
+		s.done(ctx, opName(kind, "get"), t0, nil)
 		s.misses.Add(1)
 		return nil
 	case errors.Is(err, client.ErrChecksum):
-		s.done(ctx, false, t0, nil)
+		s.done(ctx, opName(kind, "get"), t0, nil)
 		s.corruptRead(n, "%s slot %d v%d: %v", kindNames[kind], slot, v, err)
 		return nil
 	case err != nil:
-		s.done(ctx, false, t0, err)
+		s.done(ctx, opName(kind, "get"), t0, err)
 		return err
 	}
-	s.done(ctx, false, t0, nil)
+	s.done(ctx, opName(kind, "get"), t0, nil)
 	s.hits.Add(1)
 	got, perr := parseSoakValue(data)
 	if perr != nil || got.kind != kind || got.slot != slot || got.version != v {
@@ -248,7 +251,7 @@ func (s *soak) putBatch(ctx context.Context, w *soakWorker) error {
 	defer cancel()
 	t0 := time.Now()
 	res, err := c.PutBatch(cctx, soakNS, items)
-	s.done(ctx, true, t0, err)
+	s.done(ctx, "batch_put", t0, err)
 	if err != nil {
 		return err
 	}
@@ -265,6 +268,7 @@ func (s *soak) putBatch(ctx context.Context, w *soakWorker) error {
 		default:
 			s.mu.Lock()
 			s.errs["batch_item_"+itemCode(r)]++
+			s.errsByOp["batch_put_item:"+itemCode(r)]++
 			s.mu.Unlock()
 		}
 	}
@@ -274,7 +278,7 @@ func (s *soak) putBatch(ctx context.Context, w *soakWorker) error {
 		// forward out of the segments it evicts, under the same reads.
 		t0 := time.Now()
 		_, err := c.CreateContext(cctx, client.ContextSpec{Namespace: soakNS, TTL: 10 * time.Second, Keys: stored})
-		s.done(ctx, true, t0, err)
+		s.done(ctx, "context", t0, err)
 		return err
 	}
 	return nil
@@ -329,7 +333,7 @@ func (s *soak) getBatch(ctx context.Context, w *soakWorker) error {
 		corrupt = append(corrupt, fmt.Sprintf("batch get: %v", err))
 		err = nil
 	}
-	s.done(ctx, false, t0, err)
+	s.done(ctx, "batch_get", t0, err)
 	for _, m := range corrupt {
 		s.corruptRead(n, "%s", m)
 	}
@@ -364,7 +368,7 @@ func (s *soak) respSet(ctx context.Context, w *soakWorker, i int) error {
 	t0 := time.Now()
 	rc, err := s.respConn(ctx, w)
 	if err != nil {
-		s.done(ctx, true, t0, err)
+		s.done(ctx, "resp_set", t0, err)
 		return err
 	}
 	st.tried++
@@ -372,7 +376,7 @@ func (s *soak) respSet(ctx context.Context, w *soakWorker, i int) error {
 	life := w.node.life.Load()
 	data := s.value(w, kindRESP, slot, v)
 	err = rc.Set(soakRESPKey(slot), data)
-	s.done(ctx, true, t0, err)
+	s.done(ctx, "resp_set", t0, err)
 	w.respDone(err)
 	var re *respError
 	switch {
@@ -399,11 +403,11 @@ func (s *soak) respGet(ctx context.Context, w *soakWorker, i int) error {
 	t0 := time.Now()
 	rc, err := s.respConn(ctx, w)
 	if err != nil {
-		s.done(ctx, false, t0, err)
+		s.done(ctx, "resp_get", t0, err)
 		return err
 	}
 	data, err := rc.Get(soakRESPKey(slot))
-	s.done(ctx, false, t0, err)
+	s.done(ctx, "resp_get", t0, err)
 	w.respDone(err)
 	if err != nil {
 		return err
@@ -457,7 +461,7 @@ func (s *soak) durablePut(ctx context.Context, n *soakNode, buf []byte) {
 	defer cancel()
 	t0 := time.Now()
 	res, err := n.Client().Put(cctx, soakNS, key, buf)
-	s.done(ctx, true, t0, err)
+	s.done(ctx, "durable_put", t0, err)
 	if err != nil {
 		return
 	}
