@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/yuebing/yuebing/client"
@@ -122,6 +123,9 @@ func readBanner(r io.Reader, lines chan<- map[string]string) {
 func (n *soakNode) startOnce(ctx context.Context) error {
 	cmd := exec.Command(n.bin, n.args...)
 	cmd.Env = n.env
+	// Its own process group, killed whole; and killed with the soak, so
+	// an interrupted soak leaves no node behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -142,18 +146,18 @@ func (n *soakNode) startOnce(ctx context.Context) error {
 	case <-done:
 		return fmt.Errorf("bench: soak: %s exited at start: %s", n.name, n.logTail(logStart))
 	case <-time.After(90 * time.Second):
-		cmd.Process.Kill()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		return fmt.Errorf("bench: soak: no banner from %s within 90s: %s", n.name, n.logTail(logStart))
 	case <-ctx.Done():
-		cmd.Process.Kill()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		return ctx.Err()
 	}
 	httpAddr := strings.TrimPrefix(banner["http"], "http://")
 	c, err := client.New("http://"+httpAddr, client.Options{HTTPClient: n.hc})
 	if err != nil {
-		cmd.Process.Kill()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		return err
 	}
@@ -187,7 +191,7 @@ func (n *soakNode) startOnce(ctx context.Context) error {
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			cmd.Process.Kill()
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 			return fmt.Errorf("bench: soak: %s not ready within 60s", n.name)
 		}
@@ -242,7 +246,7 @@ func (n *soakNode) kill() {
 	if cmd == nil {
 		return
 	}
-	cmd.Process.Kill()
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-done
 }
 

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -74,6 +77,36 @@ func TestBenchSoak(t *testing.T) {
 	} {
 		if !c.ok {
 			t.Errorf("%s: %v", c.name, row)
+		}
+	}
+}
+
+// TestBenchSoakBadFlags: invalid settings are usage errors naming what is
+// wrong, before any node starts.
+func TestBenchSoakBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--duration", "0s"}, "--duration"},
+		{[]string{"--kill-every", "0s"}, "--kill-every"},
+		{[]string{"--durable-every", "-1s"}, "--durable-every"},
+		{[]string{"--dram-capacity", "lots"}, "--dram-capacity"},
+		{[]string{"--max-value", "1x"}, "--max-value"},
+		{[]string{"--dram-capacity", "1MiB"}, "capacities"},
+		{[]string{"--max-value", "16MiB"}, "value sizes"},
+		{[]string{"--ssd-capacity", "64MiB"}, "durable block"},
+		{[]string{"--workers", "65"}, "workers"},
+		{[]string{"--overcommit", "-1"}, "overcommit"},
+	} {
+		root := newRootCmd()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append([]string{"bench", "soak", "--binary", binary}, c.args...))
+		var ue usageError
+		if err := root.Execute(); !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want a usage error naming %q", c.args, err, c.want)
 		}
 	}
 }
