@@ -231,13 +231,16 @@ type SoakResult struct {
 	RestartRetries int
 	MaxDowntime    time.Duration
 	// PutBytes is the bytes of values acknowledged.
-	PutBytes     int64
-	WorkingSet   int64
-	P99Get       time.Duration
-	P99Put       time.Duration
-	MaxRSS       int64 // of the node closest to its bound
-	RSSBound     int64 // that node's bound
-	RSSExceeded  bool
+	PutBytes    int64
+	WorkingSet  int64
+	P99Get      time.Duration
+	P99Put      time.Duration
+	MaxRSS      int64 // of the node closest to its bound
+	RSSBound    int64 // that node's bound
+	RSSExceeded bool
+	// NodeLog counts the warnings and errors the nodes logged, by node,
+	// level and message ("c: WARN resp: a SET did not reach every node; ...").
+	NodeLog      map[string]int64
 	KillTimes    []time.Duration
 	Dir          string
 	Cluster      bool
@@ -305,6 +308,12 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	res.Dir = dir
 	for _, n := range s.nodes {
 		n.stop()
+	}
+	res.NodeLog = map[string]int64{}
+	for _, n := range s.nodes {
+		for msg, c := range logMessages(n.log.Name()) {
+			res.NodeLog[n.name+": "+msg] += c
+		}
 	}
 	if o.Dir == "" && !o.Keep && !res.Failed() {
 		removeAll(dir)
@@ -837,6 +846,13 @@ func SoakReport(res *SoakResult) *Report {
 		"dram_capacity": res.DRAM, "ssd_capacity": res.SSD, "max_inflight_bytes": res.MaxInflight,
 		"working_set_bytes": res.WorkingSet, "put_bytes": res.PutBytes,
 		"p99_get_ms": ms(res.P99Get), "p99_put_ms": ms(res.P99Put), "passed": !res.Failed(),
+	}
+	if len(res.NodeLog) > 0 {
+		logged := map[string]any{}
+		for k, v := range res.NodeLog {
+			logged[k] = v
+		}
+		row["node_log"] = logged
 	}
 	if len(res.Corrupt) > 0 {
 		row["corrupt_examples"] = strings.Join(res.Corrupt, "; ")

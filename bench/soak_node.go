@@ -322,3 +322,38 @@ func indexBytes(dataDir string) int64 {
 	}
 	return total
 }
+
+// logMessages counts the warning and error lines of a node's log (slog's
+// text format, as --log-level warn writes it) by level and message.
+func logMessages(path string) map[string]int64 {
+	out := map[string]int64{}
+	f, err := os.Open(path)
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		level := ""
+		switch {
+		case strings.Contains(line, "level=WARN "):
+			level = "WARN"
+		case strings.Contains(line, "level=ERROR "):
+			level = "ERROR"
+		default:
+			continue
+		}
+		msg := "(no msg)"
+		if _, rest, ok := strings.Cut(line, "msg="); ok {
+			if q, err := strconv.QuotedPrefix(rest); err == nil {
+				msg, _ = strconv.Unquote(q)
+			} else {
+				msg, _, _ = strings.Cut(rest, " ")
+			}
+		}
+		out[level+" "+msg]++
+	}
+	return out
+}

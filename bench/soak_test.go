@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -132,4 +135,23 @@ func TestErrorKind(t *testing.T) {
 	f(io.ErrUnexpectedEOF, "conn_reset")
 	f(context.DeadlineExceeded, "timeout")
 	f(errors.New("something"), "other")
+}
+
+func TestLogMessages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.log")
+	log := `--- start 1 at 2026-11-26T11:31:30Z
+time=2026-11-26T11:31:05.621Z level=WARN msg="ssd: no room to keep a pinned block; dropping it" key=f0 err="ssd: waiting for space: context canceled"
+time=2026-11-26T11:31:05.622Z level=WARN msg="ssd: no room to keep a pinned block; dropping it" key=e2
+time=2026-11-26T11:31:06Z level=ERROR msg=boom
+time=2026-11-26T11:31:07Z level=INFO msg="not counted"
+panic: something
+`
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := logMessages(path)
+	want := map[string]int64{"WARN ssd: no room to keep a pinned block; dropping it": 2, "ERROR boom": 1}
+	if !maps.Equal(got, want) {
+		t.Fatalf("%v, want %v", got, want)
+	}
 }

@@ -156,7 +156,7 @@ func soakTable(r *bench.Report) *bench.Report {
 			for _, k := range []string{"passed", "duration_s", "nodes", "kills", "requests", "hits", "misses", "errors", "errors_by_op", "errors_outside_restarts",
 				"corrupt_reads", "stale_after_restart", "durable_acked", "durable_checked", "lost_writes",
 				"max_rss_bytes", "rss_bound_bytes", "p99_get_ms", "p99_put_ms", "max_downtime_s", "restart_retries",
-				"working_set_bytes", "put_bytes", "corrupt_examples", "lost_examples"} {
+				"working_set_bytes", "put_bytes", "node_log", "corrupt_examples", "lost_examples"} {
 				if v, ok := row[k]; ok {
 					out.Add(bench.Row{"figure": k, "value": v})
 				}
