@@ -10,6 +10,6 @@ func newBenchCmd() *cobra.Command {
 {"results":[{"name":...}, ...]}. Rows with a same-run baseline carry baseline,
 baseline_gbps (or the matching unit) and ratio. Progress goes to stderr.`,
 	}
-	cmd.AddCommand(newBenchStoreCmd(), newBenchHitrateCmd(), newBenchPoolCmd(), newBenchTransferCmd(), newBenchSchedCmd(), newBenchHTTPCmd(), newBenchRespCmd(), newBenchReplicationCmd(), newBenchClusterCmd(), newBenchPythonCmd(), newBenchE2ECmd(), newBenchRouterCmd())
+	cmd.AddCommand(newBenchStoreCmd(), newBenchHitrateCmd(), newBenchPoolCmd(), newBenchTransferCmd(), newBenchSchedCmd(), newBenchHTTPCmd(), newBenchRespCmd(), newBenchReplicationCmd(), newBenchClusterCmd(), newBenchPythonCmd(), newBenchE2ECmd(), newBenchRouterCmd(), newBenchSoakCmd())
 	return cmd
 }

@@ -587,9 +587,14 @@ func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
 			(*h)(ctx, k, tier.BlockInfo{}, nil)
 		}
 	}
+	// The pinned blocks are others' and their room is paid for: the put
+	// whose need for room began this eviction may give up (its caller
+	// gone), but their copy must not. Without cancellation the write waits
+	// at most for a segment another put is creating.
+	keep := context.WithoutCancel(ctx)
 	for i, p := range carry {
 		stored := carried[i][recHeaderSize : recHeaderSize+int64(p.e.hdr.StoredLen)]
-		if err := s.write(ctx, p.key, p.e.hdr, stored, p.e.meta, 0, p.e); err != nil {
+		if err := s.write(keep, p.key, p.e.hdr, stored, p.e.meta, 0, p.e); err != nil {
 			s.opts.Logger.Warn("ssd: no room to keep a pinned block; dropping it", "key", p.key, "err", err)
 			s.mu.Lock()
 			if s.mu.blocks[p.key] == p.e {

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/yuebing/yuebing/bench"
+	"github.com/yuebing/yuebing/internal/bytesize"
+)
+
+func newBenchSoakCmd() *cobra.Command {
+	var (
+		o                      bench.SoakOptions
+		dram, ssd, inflight    string
+		minValue, maxValue     string
+		plot, binary           string
+		asJSON, noKill, noDura bool
+	)
+	cmd := &cobra.Command{
+		Use:   "soak",
+		Short: "Run real nodes past capacity under mixed load with kill -9 and restarts; check every read",
+		Long: `Start this binary as "yuebing serve" (one node, or with --cluster three, the
+first with an embedded etcd) on small tiers, and drive it for --duration with
+HTTP block and object puts and gets, RESP SET/GET and batch puts and gets over a
+working set --overcommit times the nodes' DRAM+SSD capacity, so eviction runs
+throughout. Every --kill-every a node is killed with SIGKILL and restarted on
+its data (in a cluster one that neither hosts etcd nor leads, in turn).
+
+Every value describes itself (slot, version, checksum): a read that returns
+other bytes than the value asked for, or for a rewritten RESP key an older
+version than the one acknowledged with no restart between, is a corrupt
+read. Every --durable-every a block larger than the DRAM tier is put; the node
+acknowledges it only after it is synced on SSD. After a kill, the dead node's
+segment files are scanned for those records, and each one on disk must read
+back after the restart, or it is a lost write.
+
+Rows: "soak" (requests, errors by kind, corrupt_reads, lost_writes,
+max_rss_bytes against rss_bound_bytes = dram + max in-flight bytes + pebble
+index + 1 GiB, ...), "soak_node" per node and, with --json, "soak_window" per
+--window (p99 latencies). Exits non-zero when a read was corrupt, a write was
+lost or a node went over its memory bound. See docs/benchmarks.md ("Soak").`,
+		Example: `  yuebing bench soak --duration 10m --plot soak.png
+  yuebing bench soak --duration 10m --cluster --json --plot soak-cluster.png`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, s := range []struct {
+				name, v string
+				dst     *int64
+			}{
+				{"dram-capacity", dram, &o.DRAMCapacity},
+				{"ssd-capacity", ssd, &o.SSDCapacity},
+				{"max-inflight-bytes", inflight, &o.MaxInflightBytes},
+			} {
+				n, err := bytesize.Parse(s.v)
+				if err != nil {
+					return usageErrorf("--%s: %v", s.name, err)
+				}
+				*s.dst = n
+			}
+			for _, s := range []struct {
+				name, v string
+				dst     *int
+			}{{"min-value", minValue, &o.MinValue}, {"max-value", maxValue, &o.MaxValue}} {
+				n, err := bytesize.Parse(s.v)
+				if err != nil {
+					return usageErrorf("--%s: %v", s.name, err)
+				}
+				*s.dst = int(n)
+			}
+			if noKill {
+				o.KillEvery = -1
+			} else if o.KillEvery <= 0 {
+				return usageErrorf("--kill-every: %s, want > 0 (or --no-kill)", o.KillEvery)
+			}
+			if noDura {
+				o.DurableEvery = -1
+			} else if o.DurableEvery <= 0 {
+				return usageErrorf("--durable-every: %s, want > 0 (or --no-durable)", o.DurableEvery)
+			}
+			if o.Duration <= 0 {
+				return usageErrorf("--duration: %s, want > 0", o.Duration)
+			}
+			o.Binary = binary
+			if o.Binary == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("soak: finding this binary: %w", err)
+				}
+				o.Binary = exe
+			}
+			o.Log = cmd.ErrOrStderr()
+			check := o
+			check.EnsureDefaults()
+			if err := check.Validate(); err != nil {
+				return usageErrorf("%v", err)
+			}
+			res, err := bench.Soak(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if plot != "" {
+				if err := bench.PlotSoak(res, plot); err != nil {
+					return err
+				}
+			}
+			r := bench.SoakReport(res)
+			if !asJSON {
+				r = soakTable(r)
+			}
+			if err := r.Write(cmd.OutOrStdout(), asJSON); err != nil {
+				return err
+			}
+			if res.Failed() {
+				return fmt.Errorf("soak failed: %d corrupt reads, %d lost writes, RSS %d of bound %d (data and logs kept in %s)",
+					res.CorruptReads, res.LostWrites, res.MaxRSS, res.RSSBound, res.Dir)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.Duration, "duration", 10*time.Minute, "how long the load runs")
+	f.BoolVar(&o.Cluster, "cluster", false, "three nodes (embedded etcd on the first) instead of one")
+	f.DurationVar(&o.KillEvery, "kill-every", 60*time.Second, "time between kill -9s of a node")
+	f.BoolVar(&noKill, "no-kill", false, "never kill a node")
+	f.StringVar(&dram, "dram-capacity", "64MiB", "DRAM tier of each node")
+	f.StringVar(&ssd, "ssd-capacity", "256MiB", "SSD tier of each node")
+	f.StringVar(&inflight, "max-inflight-bytes", "256MiB", "limits.max_inflight_bytes of each node (part of the RSS bound)")
+	f.Float64Var(&o.Overcommit, "overcommit", 3, "written working set over the nodes' DRAM+SSD capacity")
+	f.StringVar(&minValue, "min-value", "4KiB", "smallest value")
+	f.StringVar(&maxValue, "max-value", "256KiB", "largest value")
+	f.IntVar(&o.Workers, "workers", 1, "load goroutines per front end (HTTP blocks, HTTP objects, RESP, batches)")
+	f.IntVar(&o.BatchSize, "batch", 8, "blocks per batch put or get")
+	f.DurationVar(&o.DurableEvery, "durable-every", 5*time.Second, "time between durable puts (a block larger than the DRAM tier, acknowledged from SSD)")
+	f.BoolVar(&noDura, "no-durable", false, "no durable puts (and so no lost-write check)")
+	f.DurationVar(&o.Window, "window", 10*time.Second, "latency window")
+	f.DurationVar(&o.RestartFor, "restart-for", 60*time.Second, "how long a restart is retried")
+	f.StringVar(&o.Dir, "dir", "", "directory for the nodes' data and logs (default: a temporary one, removed unless the soak fails)")
+	f.BoolVar(&o.Keep, "keep", false, "keep the temporary directory")
+	f.Uint64Var(&o.Seed, "seed", 1, "seed of the load")
+	f.StringVar(&binary, "binary", "", "yuebing binary to run as the node (default: this one)")
+	f.BoolVar(&asJSON, "json", false, `print one JSON object {"results":[...]} instead of a table`)
+	f.StringVar(&plot, "plot", "", "also draw p99 latency and RSS per window, with the kills, to this PNG file")
+	return cmd
+}
+
+// soakTable is the verdict as a two-column table, then a row per node;
+// the per-window rows are for --json and --plot.
+func soakTable(r *bench.Report) *bench.Report {
+	out := &bench.Report{Columns: []string{"figure", "value"}}
+	for _, row := range r.Results {
+		switch row["name"] {
+		case "soak":
+			for _, k := range []string{"passed", "duration_s", "nodes", "kills", "requests", "hits", "misses", "errors", "errors_by_op", "errors_outside_restarts",
+				"corrupt_reads", "stale_after_restart", "durable_acked", "durable_checked", "lost_writes",
+				"max_rss_bytes", "rss_bound_bytes", "p99_get_ms", "p99_put_ms", "max_downtime_s", "restart_retries",
+				"working_set_bytes", "put_bytes", "node_log", "corrupt_examples", "lost_examples"} {
+				if v, ok := row[k]; ok {
+					out.Add(bench.Row{"figure": k, "value": v})
+				}
+			}
+		case "soak_node":
+			out.Add(bench.Row{"figure": fmt.Sprintf("node %s rss / bound", row["node"]), "value": fmt.Sprintf("%v / %v (%v starts)", row["max_rss_bytes"], row["rss_bound_bytes"], row["starts"])})
+		}
+	}
+	return out
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBenchSoak runs the soak briefly on one real node with one kill -9:
+// load of every front end past capacity, a durable write on disk at the
+// kill read back after the restart, no corrupt read, no lost write, memory
+// within its bound.
+func TestBenchSoak(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "bench", "soak", "--duration", "20s", "--kill-every", "10s",
+		"--dram-capacity", "16MiB", "--ssd-capacity", "64MiB", "--max-inflight-bytes", "64MiB",
+		"--max-value", "128KiB", "--durable-every", "2s", "--window", "5s",
+		"--dir", filepath.Join(dir, "soak"), "--json", "--plot", filepath.Join(dir, "soak.png"))
+	cmd.Env = envWithout("YUEBING_")
+	out, err := cmd.Output()
+	var stderr []byte
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = ee.Stderr
+	}
+	if err != nil {
+		t.Fatalf("bench soak: %v\n%s\n%s", err, out, stderr)
+	}
+	var rep struct {
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("bench soak --json: %v\n%s", err, out)
+	}
+	var row map[string]any
+	windows := 0
+	for _, r := range rep.Results {
+		switch r["name"] {
+		case "soak":
+			row = r
+		case "soak_window":
+			windows++
+		}
+	}
+	if row == nil {
+		t.Fatalf("no soak row: %s", out)
+	}
+	num := func(k string) float64 {
+		t.Helper()
+		v, ok := row[k].(float64)
+		if !ok {
+			t.Fatalf("soak row has no %s: %v", k, row)
+		}
+		return v
+	}
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"requests > 0", num("requests") > 0},
+		{"hits > 0", num("hits") > 0},
+		{"one kill", num("kills") == 1},
+		{"no corrupt reads", num("corrupt_reads") == 0},
+		{"no lost writes", num("lost_writes") == 0},
+		{"a durable write checked after the restart", num("durable_checked") >= 1},
+		{"RSS sampled", num("max_rss_bytes") > 0},
+		{"RSS within bound", num("max_rss_bytes") <= num("rss_bound_bytes") && row["rss_exceeded"] == false},
+		{"passed", row["passed"] == true},
+		{"latency windows", windows >= 3},
+	} {
+		if !c.ok {
+			t.Errorf("%s: %v", c.name, row)
+		}
+	}
+}
+
+// TestBenchSoakBadFlags: invalid settings are usage errors naming what is
+// wrong, before any node starts.
+func TestBenchSoakBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--duration", "0s"}, "--duration"},
+		{[]string{"--kill-every", "0s"}, "--kill-every"},
+		{[]string{"--durable-every", "-1s"}, "--durable-every"},
+		{[]string{"--dram-capacity", "lots"}, "--dram-capacity"},
+		{[]string{"--max-value", "1x"}, "--max-value"},
+		{[]string{"--dram-capacity", "1MiB"}, "capacities"},
+		{[]string{"--max-value", "16MiB"}, "value sizes"},
+		{[]string{"--ssd-capacity", "64MiB"}, "durable block"},
+		{[]string{"--workers", "65"}, "workers"},
+		{[]string{"--overcommit", "-1"}, "overcommit"},
+	} {
+		root := newRootCmd()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append([]string{"bench", "soak", "--binary", binary}, c.args...))
+		var ue usageError
+		if err := root.Execute(); !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want a usage error naming %q", c.args, err, c.want)
+		}
+	}
+}
