@@ -1,8 +1,36 @@
 package resp
 
 import (
+	"sync"
+	"time"
+
 	"github.com/yuebing/yuebing/tier"
 )
+
+// warnEvery bounds how often a failure that repeats with every write (a
+// peer down until its lease ends) is logged.
+const warnEvery = 10 * time.Second
+
+// sometimes logs a repeating warning once per warnEvery, with how many it
+// left out since the last one.
+type sometimes struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped int
+}
+
+// allow reports whether to log now, and how many were left out before.
+func (l *sometimes) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < warnEvery {
+		l.skipped++
+		return false, 0
+	}
+	n := l.skipped
+	l.last, l.skipped = now, 0
+	return true, n
+}
 
 // One keyspace across a cluster's front ends (Options.Cluster): a key
 // lives on the node that last wrote it. A SET or DEL here tells every other
@@ -21,7 +49,9 @@ func (c *conn) writtenHere(name []byte, e *entry) {
 	}
 	_, newer, err := c.s.opts.Cluster.ForgetName(c.s.ctx, c.sp.name, string(name), e.gen)
 	if err != nil {
-		c.s.opts.Logger.Warn("resp: a SET did not reach every node; those keep an older value until written again", "err", err)
+		if ok, skipped := c.s.setWarn.allow(time.Now()); ok {
+			c.s.opts.Logger.Warn("resp: a SET did not reach every node; those keep an older value until written again", "err", err, "like_since_last", skipped)
+		}
 	}
 	if newer && c.s.ks.swap(e.key, e, nil) {
 		c.s.store.Delete(e.bkey)
@@ -36,7 +66,9 @@ func (c *conn) deletedHere(name []byte) bool {
 	}
 	dropped, _, err := c.s.opts.Cluster.ForgetName(c.s.ctx, c.sp.name, string(name), c.s.nextGen())
 	if err != nil {
-		c.s.opts.Logger.Warn("resp: a DEL did not reach every node; those keep the key until written again", "err", err)
+		if ok, skipped := c.s.delWarn.allow(time.Now()); ok {
+			c.s.opts.Logger.Warn("resp: a DEL did not reach every node; those keep the key until written again", "err", err, "like_since_last", skipped)
+		}
 	}
 	return dropped > 0
 }

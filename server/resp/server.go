@@ -27,6 +27,9 @@ type Server struct {
 	ids   atomic.Int64
 
 	stats counters
+	// setWarn and delWarn limit the logging of SETs and DELs that did not
+	// reach every node of a cluster.
+	setWarn, delWarn sometimes
 
 	// delQ carries blocks to delete off the OnDrop path, which runs inside
 	// a put's eviction and must not call back into the store (Delete takes
