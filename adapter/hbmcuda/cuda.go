@@ -214,10 +214,9 @@ type Device struct {
 	// streams holds idle CUDA streams for CopyInBatch, one per batch in
 	// flight.
 	streams chan C.CUstream
+	pages   *adapter.PageSet
 	mu      struct {
 		sync.Mutex
-		free   []adapter.Page
-		inUse  []bool
 		closed bool
 	}
 }
@@ -258,11 +257,7 @@ func New(opts Options) (*Device, error) {
 		return nil, err
 	}
 	d.streams = make(chan C.CUstream, maxStreams)
-	d.mu.inUse = make([]bool, opts.Pages)
-	d.mu.free = make([]adapter.Page, opts.Pages)
-	for i := range opts.Pages {
-		d.mu.free[i] = adapter.Page(opts.Pages - 1 - i)
-	}
+	d.pages = adapter.NewPageSet(opts.Pages)
 	return d, nil
 }
 
@@ -295,36 +290,10 @@ func (d *Device) PageBytes() int { return d.opts.PageBytes }
 func (d *Device) Pages() int { return d.opts.Pages }
 
 // Alloc implements adapter.Device.
-func (d *Device) Alloc(n int) ([]adapter.Page, error) {
-	if n < 0 {
-		return nil, fmt.Errorf("%w: alloc %d pages", adapter.ErrInvalid, n)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if n > len(d.mu.free) {
-		return nil, fmt.Errorf("%w: %d pages wanted, %d free", adapter.ErrDeviceFull, n, len(d.mu.free))
-	}
-	out := make([]adapter.Page, n)
-	for i := range n {
-		out[i] = d.mu.free[len(d.mu.free)-1-i]
-		d.mu.inUse[out[i]] = true
-	}
-	d.mu.free = d.mu.free[:len(d.mu.free)-n]
-	return out, nil
-}
+func (d *Device) Alloc(n int) ([]adapter.Page, error) { return d.pages.Alloc(n) }
 
 // Free implements adapter.Device. Freeing a page twice is a bug.
-func (d *Device) Free(pages ...adapter.Page) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, p := range pages {
-		if p < 0 || int(p) >= d.opts.Pages || !d.mu.inUse[p] {
-			panic(fmt.Sprintf("BUG: hbmcuda: freeing page %d that is not allocated", p))
-		}
-		d.mu.inUse[p] = false
-		d.mu.free = append(d.mu.free, p)
-	}
-}
+func (d *Device) Free(pages ...adapter.Page) { d.pages.Free("hbmcuda", pages...) }
 
 // at checks a copy's range and returns its device address.
 func (d *Device) at(p adapter.Page, off, n int) (C.CUdeviceptr, error) {
@@ -332,9 +301,9 @@ func (d *Device) at(p adapter.Page, off, n int) (C.CUdeviceptr, error) {
 		return 0, fmt.Errorf("%w: page %d [%d, +%d) of %d", ErrRange, p, off, n, d.opts.PageBytes)
 	}
 	d.mu.Lock()
-	ok := d.mu.inUse[p] && !d.mu.closed
+	closed := d.mu.closed
 	d.mu.Unlock()
-	if !ok {
+	if closed || !d.pages.Allocated(p) {
 		return 0, fmt.Errorf("%w: page %d is free", ErrRange, p)
 	}
 	return d.base + C.CUdeviceptr(int(p)*d.opts.PageBytes+off), nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/yuebing/yuebing/adapter"
 	"github.com/yuebing/yuebing/rdma"
@@ -25,14 +24,10 @@ type Options struct {
 
 // Device is simulated HBM in host memory. It is safe for concurrent use.
 type Device struct {
-	opts Options
-	sm   *rdma.SharedMemory
-	mem  []byte
-	mu   struct {
-		sync.Mutex
-		free  []adapter.Page
-		inUse []bool
-	}
+	opts  Options
+	sm    *rdma.SharedMemory
+	mem   []byte
+	pages *adapter.PageSet
 }
 
 var (
@@ -57,14 +52,7 @@ func New(opts Options) (*Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hbmsim: %w", err)
 	}
-	d := &Device{opts: opts, sm: sm, mem: sm.Bytes()}
-	d.mu.inUse = make([]bool, opts.Pages)
-	d.mu.free = make([]adapter.Page, opts.Pages)
-	for i := range opts.Pages {
-		// Hand out low pages first: the free list is a stack.
-		d.mu.free[i] = adapter.Page(opts.Pages - 1 - i)
-	}
-	return d, nil
+	return &Device{opts: opts, sm: sm, mem: sm.Bytes(), pages: adapter.NewPageSet(opts.Pages)}, nil
 }
 
 // Close releases the memory. Unregister it from any engine first.
@@ -80,53 +68,19 @@ func (d *Device) PageBytes() int { return d.opts.PageBytes }
 func (d *Device) Pages() int { return d.opts.Pages }
 
 // FreePages is how many pages are not allocated.
-func (d *Device) FreePages() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.mu.free)
-}
+func (d *Device) FreePages() int { return d.pages.Available() }
 
 // Alloc implements adapter.Device.
-func (d *Device) Alloc(n int) ([]adapter.Page, error) {
-	if n < 0 {
-		return nil, fmt.Errorf("%w: alloc %d pages", adapter.ErrInvalid, n)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if n > len(d.mu.free) {
-		return nil, fmt.Errorf("%w: %d pages wanted, %d free", adapter.ErrDeviceFull, n, len(d.mu.free))
-	}
-	k := len(d.mu.free) - n
-	out := make([]adapter.Page, n)
-	for i := range n {
-		out[i] = d.mu.free[len(d.mu.free)-1-i]
-		d.mu.inUse[out[i]] = true
-	}
-	d.mu.free = d.mu.free[:k]
-	return out, nil
-}
+func (d *Device) Alloc(n int) ([]adapter.Page, error) { return d.pages.Alloc(n) }
 
 // Free implements adapter.Device. Freeing a page twice is a bug.
-func (d *Device) Free(pages ...adapter.Page) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, p := range pages {
-		if p < 0 || int(p) >= d.opts.Pages || !d.mu.inUse[p] {
-			panic(fmt.Sprintf("BUG: hbmsim: freeing page %d that is not allocated", p))
-		}
-		d.mu.inUse[p] = false
-		d.mu.free = append(d.mu.free, p)
-	}
-}
+func (d *Device) Free(pages ...adapter.Page) { d.pages.Free("hbmsim", pages...) }
 
 func (d *Device) span(p adapter.Page, off, n int) ([]byte, error) {
 	if p < 0 || int(p) >= d.opts.Pages || off < 0 || n < 0 || off > d.opts.PageBytes || n > d.opts.PageBytes-off {
 		return nil, fmt.Errorf("%w: page %d [%d, +%d) of %d", ErrRange, p, off, n, d.opts.PageBytes)
 	}
-	d.mu.Lock()
-	ok := d.mu.inUse[p]
-	d.mu.Unlock()
-	if !ok {
+	if !d.pages.Allocated(p) {
 		return nil, fmt.Errorf("%w: page %d is free", ErrRange, p)
 	}
 	base := int(p) * d.opts.PageBytes
