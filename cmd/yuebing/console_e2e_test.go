@@ -37,6 +37,14 @@ func newBrowser(t *testing.T, base string) *browser {
 		}
 		path = "/usr/bin/chromium"
 	}
+	// Chromium's helper processes can still write to the profile for a
+	// moment after the browser is gone, so the profile is not a t.TempDir
+	// (whose removal would then fail the test): it is removed after the
+	// browser, retrying briefly.
+	profile, err := os.MkdirTemp("", "yuebing-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Flag("headless", true),
@@ -48,14 +56,25 @@ func newBrowser(t *testing.T, base string) *browser {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1280, 1000),
 	}
 	// Generous: Chromium starts slowly on a loaded machine.
 	ctx, cancelTime := context.WithTimeout(t.Context(), 3*time.Minute)
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	bctx, cancelTab := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancelTab(); cancelAlloc(); cancelTime() })
+	t.Cleanup(func() {
+		cancelTab()
+		cancelAlloc()
+		cancelTime()
+		for range 50 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("leaving the browser profile %s: %v", profile, os.RemoveAll(profile))
+	})
 	b := &browser{ctx: bctx, dir: t.TempDir(), base: base}
 	if err := chromedp.Run(bctx, chromedp.EmulateViewport(1280, 1000), chromedp.Navigate(base+"/ui/")); err != nil {
 		t.Fatalf("chromium: %v", err)
