@@ -27,8 +27,13 @@ type Core struct {
 	flights  map[string]*flight
 	rng      *rand.Rand
 	rrLast   int // PolicyRoundRobin: slot of its last choice, -1 before the first
-	nextID   uint64
-	lens     [MaxInstances]int // scratch for match
+	// tieNext is where the cache-aware policies start their pass over the
+	// prefill instances: the slot after their last choice, so of instances
+	// with equal predicted TTFT (all idle, none holding the prefix) each
+	// takes its turn rather than the first registered taking every one.
+	tieNext int
+	nextID  uint64
+	lens    [MaxInstances]int // scratch for match
 }
 
 // NewCore returns an empty Core. opts are defaulted and validated.

@@ -26,6 +26,21 @@ func (s *instSet) forEach(f func(int)) {
 	}
 }
 
+// forEachFrom is forEach starting at slot start and wrapping around, so the
+// first of equals changes as start does.
+func (s *instSet) forEachFrom(start int, f func(int)) {
+	s.forEach(func(i int) {
+		if i >= start {
+			f(i)
+		}
+	})
+	s.forEach(func(i int) {
+		if i < start {
+			f(i)
+		}
+	})
+}
+
 // holders maps each block key to the set of instances that hold it. One
 // lookup per chain key yields every instance's membership at once, so
 // matching a prompt against all instances is a single pass over its chain

@@ -225,7 +225,7 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 	}
 	switch c.opts.Policy {
 	case PolicyCacheGlobal:
-		c.prefills.forEach(func(s int) {
+		c.prefills.forEachFrom(c.tieNext, func(s int) {
 			own := c.lens[s]
 			if c.pullsBest(bestLen, own) {
 				consider(c.slots[s], own, bestLen, c.transferTime(tokens(bestLen)-tokens(own), sources[best.slot]))
@@ -238,7 +238,7 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 			consider(c.slots[s], own, own, 0)
 		})
 	case PolicyCacheLocal:
-		c.prefills.forEach(func(s int) { consider(c.slots[s], c.lens[s], c.lens[s], 0) })
+		c.prefills.forEachFrom(c.tieNext, func(s int) { consider(c.slots[s], c.lens[s], c.lens[s], 0) })
 	case PolicyLoad:
 		var light *instance
 		c.prefills.forEach(func(s int) {
@@ -274,6 +274,7 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 		consider(c.slots[next], c.lens[next], c.lens[next], 0)
 	}
 
+	c.tieNext = p.slot + 1
 	kv := int64(n + out)
 	d := Decision{
 		RequestID:         id,

@@ -215,8 +215,19 @@ func TestRouterEndToEnd(t *testing.T) {
 	})
 
 	// A prefix held only in the pool, on node a: the request is placed on
-	// e0 (first of two equal choices) with a pull plan, and the router
-	// moves the blocks to e0's node, b, through the cluster.
+	// e0 with a pull plan, and the router moves the blocks to e0's node,
+	// b, through the cluster. The two engines are equal choices for it, and
+	// equal choices take turns: a fresh prompt that lands on e1 first makes
+	// it e0's turn.
+	for i := uint32(0); ; i++ {
+		st, eng, _ := complete(t, url, promptTokens(50+i, 2))
+		if st == 200 && eng == "e1" {
+			break
+		}
+		if i == 10 {
+			t.Fatalf("ten fresh prompts and none on e1 (last: %d from %q)", st, eng)
+		}
+	}
 	pooled := promptTokens(2, 6)
 	keys, _ := block.ChainKeys(clusterNS, 16, pooled)
 	for i, k := range keys {
