@@ -331,13 +331,8 @@ func replayE2E(ctx context.Context, o E2EOptions, cl *client.Client, model *sche
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i, r := range sample {
-		at := time.Duration(float64(r.at) / o.Scale)
-		if d := time.Until(start.Add(at)); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-				return mr, ctx.Err()
-			}
+		if err := sleepUntil(ctx, start.Add(time.Duration(float64(r.at)/o.Scale))); err != nil {
+			return mr, err
 		}
 		// Round robin: the same routing in every mode, blind to caches,
 		// so turns of a conversation land on different engines.
@@ -700,4 +695,21 @@ func measureDisagg(ctx context.Context, o E2EOptions, cl *client.Client, model *
 		"prefill_s": prefillT.Seconds() / n, "transfer_s": refT.Seconds() / n, "exposed_s": exposedT.Seconds() / n,
 		"hidden_frac": hidden, "time_scale": o.TimeScale,
 	}, nil
+}
+
+// sleepUntil waits until t (at once if it has passed) or until ctx ends:
+// a replay's requests leave at their arrival times, scaled.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -446,14 +446,9 @@ func replayRouted(ctx context.Context, o E2ERouterOptions, cl *client.Client, ro
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i, r := range sample {
-		at := time.Duration(float64(r.at) / o.Scale)
-		if d := time.Until(start.Add(at)); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-				wg.Wait()
-				return rr, ctx.Err()
-			}
+		if err := sleepUntil(ctx, start.Add(time.Duration(float64(r.at)/o.Scale))); err != nil {
+			wg.Wait()
+			return rr, err
 		}
 		wg.Go(func() {
 			rr.Requests[i], errs[i] = routedCall(ctx, hc, url, o.Layout.Name, r)
