@@ -20,6 +20,7 @@ type Engine struct {
 	cancel  context.CancelFunc
 	workers sync.WaitGroup
 	submits sync.WaitGroup
+	blocks  blockSource
 	mu      struct {
 		sync.Mutex
 		closed  bool
@@ -40,7 +41,7 @@ func New(opts Options, tr Transport) (*Engine, error) {
 	}
 	e := &Engine{opts: opts, tr: tr, reg: NewRegistry(), queue: make(chan *request, opts.QueueDepth)}
 	e.mu.remotes = map[*RemoteSegment]struct{}{}
-	if err := tr.Start(Env{Segments: e.reg, Token: opts.ClusterToken, Logger: opts.Logger}); err != nil {
+	if err := tr.Start(Env{Segments: e.reg, Token: opts.ClusterToken, Logger: opts.Logger, Blocks: e.blocks.get}); err != nil {
 		return nil, fmt.Errorf("rdma: starting %s transport: %w", tr.Name(), err)
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())

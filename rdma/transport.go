@@ -47,6 +47,10 @@ type Env struct {
 	Token string
 	// Logger receives connection-level events.
 	Logger *slog.Logger
+	// Blocks returns the source that answers peers' requests for blocks by
+	// key (nil: none yet, every key is not held). Transports that are not
+	// BlockGetters ignore it.
+	Blocks func() BlockSource
 }
 
 // Remote is a transport's handle on a remote segment, made by Open.

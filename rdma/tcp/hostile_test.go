@@ -308,7 +308,7 @@ func TestHandshakeRejections(t *testing.T) {
 	}{
 		{"wrong token", wire.HelloMsg{Min: 1, Max: 1, Token: []byte("nope")}, wire.CodeAuth},
 		{"empty token", wire.HelloMsg{Min: 1, Max: 1}, wire.CodeAuth},
-		{"future versions only", wire.HelloMsg{Min: 2, Max: 9, Token: []byte(rdmatest.Token)}, wire.CodeVersion},
+		{"future versions only", wire.HelloMsg{Min: wire.MaxVersion + 1, Max: 9, Token: []byte(rdmatest.Token)}, wire.CodeVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dialRaw(t, s.e.Addr(), "")

@@ -43,6 +43,10 @@ type Options struct {
 	MaxEndpoints int
 	// MaxConns bounds incoming connections; more are refused. Default 1024.
 	MaxConns int
+	// IdleStreams bounds the connections to one peer kept open between
+	// reads of blocks by key (GetBlocks); one stream holds a connection to
+	// itself while it is read. Default 16.
+	IdleStreams int
 	// DialTimeout bounds connecting plus the handshake. Default 5s.
 	DialTimeout time.Duration
 	// IOTimeout bounds moving one frame, and how long a connection may
@@ -82,6 +86,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.MaxConns == 0 {
 		o.MaxConns = 1024
+	}
+	if o.IdleStreams == 0 {
+		o.IdleStreams = 16
 	}
 	if o.DialTimeout == 0 {
 		o.DialTimeout = 5 * time.Second
@@ -124,7 +131,7 @@ func (o *Options) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"Depth", o.Depth}, {"Window", o.Window}, {"MaxEndpoints", o.MaxEndpoints}, {"MaxConns", o.MaxConns}} {
+	}{{"Depth", o.Depth}, {"Window", o.Window}, {"MaxEndpoints", o.MaxEndpoints}, {"MaxConns", o.MaxConns}, {"IdleStreams", o.IdleStreams}} {
 		if f.v <= 0 {
 			errs = append(errs, fmt.Errorf("tcp: %s %d must be positive", f.name, f.v))
 		}

@@ -109,6 +109,8 @@ func (s *serverConn) run() error {
 			err = s.write(h)
 		case wire.Fence:
 			err = s.fence(h)
+		case wire.Get:
+			err = s.get(h)
 		default:
 			err = fmt.Errorf("%w: unexpected %s frame", rdma.ErrProtocol, h.Type)
 		}

@@ -40,6 +40,7 @@ type Transport struct {
 	session uint64
 	connIDs atomic.Uint64
 	pool    *pool
+	streams streamPool
 	health  health
 	nextID  atomic.Uint64
 	rr      atomic.Uint64 // round-robin cursor over paths
@@ -62,6 +63,8 @@ func New(opts Options) (*Transport, error) {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
 	t.session = binary.LittleEndian.Uint64(b[:])
 	t.pool = newPool(t)
+	t.streams.idle = map[string][]*streamConn{}
+	t.streams.busy = map[*streamConn]struct{}{}
 	t.health.paths = map[rdma.Path]*pathState{}
 	return t, nil
 }
@@ -125,31 +128,37 @@ func (t *Transport) Close() error {
 		nc.Close()
 	}
 	t.pool.close()
+	t.streams.close()
 	t.wg.Wait()
 	return nil
 }
 
 // Stats counts what the transport did; tests and benchmarks read it.
 type Stats struct {
-	Slices    int64 // slices completed
-	Retries   int64 // slices resubmitted after their path failed
-	PathsDown int64 // times a path was marked down
-	Dials     int64 // outgoing connections made
-	Evictions int64 // pooled connections evicted by SIEVE
+	Slices     int64 // slices completed
+	Retries    int64 // slices resubmitted after their path failed
+	PathsDown  int64 // times a path was marked down
+	Dials      int64 // outgoing connections made
+	Evictions  int64 // pooled connections evicted by SIEVE
+	BlocksSent int64 // blocks sent to peers that asked by key
+	BlocksRead int64 // blocks read from peers by key
 }
 
 type counters struct {
 	slices, retries, pathsDown, dials, evictions atomic.Int64
+	blocksSent, blocksRead                       atomic.Int64
 }
 
 // Stats returns the counters so far.
 func (t *Transport) Stats() Stats {
 	return Stats{
-		Slices:    t.stats.slices.Load(),
-		Retries:   t.stats.retries.Load(),
-		PathsDown: t.stats.pathsDown.Load(),
-		Dials:     t.stats.dials.Load(),
-		Evictions: t.stats.evictions.Load(),
+		Slices:     t.stats.slices.Load(),
+		Retries:    t.stats.retries.Load(),
+		PathsDown:  t.stats.pathsDown.Load(),
+		Dials:      t.stats.dials.Load(),
+		Evictions:  t.stats.evictions.Load(),
+		BlocksSent: t.stats.blocksSent.Load(),
+		BlocksRead: t.stats.blocksRead.Load(),
 	}
 }
 

@@ -94,3 +94,51 @@ func FuzzRecvData(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadBlock feeds arbitrary bytes after a Block header: the reader
+// either refuses them or returns an answer that re-encodes to them.
+func FuzzReadBlock(f *testing.F) {
+	var good bytes.Buffer
+	WriteBlock(&good, Version, 7, 1, BlockAnswer{Found: true, Size: 3, Checksum: 9, Attr: []byte("meta")}, []byte("abc"))
+	f.Add(good.Bytes())
+	var miss bytes.Buffer
+	WriteBlock(&miss, Version, 7, 1, BlockAnswer{}, nil)
+	f.Add(miss.Bytes())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := bytes.NewReader(b)
+		h, err := ReadHeader(r, make([]byte, HeaderSize))
+		if err != nil {
+			return
+		}
+		a, err := ReadBlock(r, h, 7, 1, 1<<20)
+		if err != nil {
+			return
+		}
+		if a.Size > 1<<20 || (!a.Found && (a.Size != 0 || a.Attr != nil)) {
+			t.Fatalf("answer %+v accepted", a)
+		}
+		if !a.Found {
+			return
+		}
+		data := make([]byte, a.Size)
+		var again bytes.Buffer
+		WriteBlock(&again, h.Version, 7, 1, a, data)
+		if n := HeaderSize + int(h.Length); !bytes.Equal(again.Bytes()[:n], b[:n]) {
+			t.Fatalf("answer %+v re-encodes to %x, read from %x", a, again.Bytes()[:n], b[:n])
+		}
+	})
+}
+
+func FuzzParseKeys(f *testing.F) {
+	f.Add(make([]byte, 64))
+	f.Add([]byte("short"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		keys, err := ParseKeys(b)
+		if err != nil {
+			return
+		}
+		if len(keys) == 0 || len(keys) > MaxGetKeys || !bytes.Equal(AppendKeys(nil, keys), b) {
+			t.Fatalf("%d keys from %d bytes", len(keys), len(b))
+		}
+	})
+}

@@ -16,10 +16,11 @@ const HeaderSize = 44
 
 // Protocol versions this package speaks. A frame's version byte must be the
 // version negotiated in the handshake; the header layout itself never
-// changes, so any version can read a Hello.
+// changes, so any version can read a Hello. Version 2 adds Get and Block:
+// blocks read by key.
 const (
 	MinVersion = 1
-	MaxVersion = 1
+	MaxVersion = 2
 	Version    = MaxVersion
 )
 
@@ -54,10 +55,20 @@ const (
 	// client sends it before resubmitting a Write whose connection broke,
 	// so that bytes of the old attempt can never land after the new one.
 	Fence Type = 10
+	// Get (client, version 2) names blocks by key in its payload; the
+	// server answers one Block frame per key, in order.
+	Get Type = 11
+	// Block (server, version 2) answers one key of a Get: found or not
+	// held, the block's CRC-32C and attribute, then its bytes (see
+	// WriteBlock).
+	Block Type = 12
 )
 
+// KeysSince is the first version that speaks Get and Block.
+const KeysSince = 2
+
 func (t Type) String() string {
-	names := [...]string{"", "hello", "hello-ok", "error", "open", "open-ok", "read", "read-data", "write", "write-ok", "fence"}
+	names := [...]string{"", "hello", "hello-ok", "error", "open", "open-ok", "read", "read-data", "write", "write-ok", "fence", "get", "block"}
 	if int(t) < len(names) && t != 0 {
 		return names[t]
 	}
@@ -187,7 +198,7 @@ func ParseHeader(b []byte) (Header, error) {
 		Segment: binary.LittleEndian.Uint64(b[24:]),
 		Offset:  binary.LittleEndian.Uint64(b[32:]),
 	}
-	if h.Type < Hello || h.Type > Fence {
+	if h.Type < Hello || h.Type > Block {
 		return Header{}, fmt.Errorf("%w: unknown frame type %d", rdma.ErrProtocol, h.Type)
 	}
 	if h.Flags != 0 {

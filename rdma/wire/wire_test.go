@@ -59,8 +59,8 @@ func TestParseHeaderRejects(t *testing.T) {
 	b[3] = 0
 	f("type 0", reseal(b))
 	b = good()
-	b[3] = 11
-	f("type 11", reseal(b))
+	b[3] = 13
+	f("type 13", reseal(b))
 	b = good()
 	b[6] = 1
 	f("flags", reseal(b))
@@ -112,10 +112,13 @@ func TestHello(t *testing.T) {
 	if err != nil || got.Min != 1 || got.Max != 3 || got.Session != m.Session || string(got.Token) != "secret" {
 		t.Fatalf("ParseHello = %+v, %v", got, err)
 	}
-	if v, err := Negotiate(got); err != nil || v != 1 {
+	if v, err := Negotiate(got); err != nil || v != MaxVersion {
 		t.Fatalf("Negotiate = %d, %v", v, err)
 	}
-	if _, err := Negotiate(HelloMsg{Min: 2, Max: 5}); !errors.Is(err, rdma.ErrVersion) {
+	if v, err := Negotiate(HelloMsg{Min: 1, Max: 1}); err != nil || v != 1 {
+		t.Fatalf("Negotiate with a version 1 peer = %d, %v", v, err)
+	}
+	if _, err := Negotiate(HelloMsg{Min: MaxVersion + 1, Max: 9}); !errors.Is(err, rdma.ErrVersion) {
 		t.Fatalf("Negotiate future-only = %v", err)
 	}
 	pad := make([]byte, 8)
