@@ -124,7 +124,12 @@ func New(opts Options, store *tier.Hierarchy) (*Node, error) {
 	if store == nil {
 		return nil, errors.New("cluster: a store is required")
 	}
-	tr, err := tcp.New(tcp.Options{Topology: rdma.Topology{rdma.AnyLocation: {Preferred: []string{opts.TransferListen}}}})
+	// A peer that does not answer within PeerTimeout is passed over, on
+	// the transfer service as on the internal API.
+	tr, err := tcp.New(tcp.Options{
+		Topology:    rdma.Topology{rdma.AnyLocation: {Preferred: []string{opts.TransferListen}}},
+		DialTimeout: opts.PeerTimeout, IOTimeout: opts.PeerTimeout,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: transfer service: %w", err)
 	}
@@ -164,6 +169,7 @@ func New(opts Options, store *tier.Hierarchy) (*Node, error) {
 	n.desired.init(opts.MaxPending * 4)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.rep = newReporter(n)
+	engine.ServeBlocks(n)
 	return n, nil
 }
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/rdma"
+	"github.com/yuebing/yuebing/rdma/wire"
 	"github.com/yuebing/yuebing/tier"
 )
 
@@ -147,12 +149,14 @@ func (n *Node) handleRead(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readFrom reads keys from node holder in one round trip. out[i] is nil
-// when the holder does not hold keys[i], or when the read budget
-// (MaxFetchBytes) ran out before it: the caller treats both as not read
-// here. An error means the holder did not answer (ErrUnreachable) or
-// answered garbage; blocks read before it are returned with it. Errors
-// name the holder, never its address.
+// readFrom reads keys from node holder in one round trip: over the
+// transfer service by key, or, from a peer whose transfer service predates
+// reads by key, over POST /internal/v1/read. out[i] is nil when the holder
+// does not hold keys[i], or when the read budget (MaxFetchBytes) ran out
+// before it: the caller treats both as not read here. An error means the
+// holder did not answer (ErrUnreachable) or answered garbage; blocks read
+// before it are returned with it. Errors name the holder, never its
+// address.
 func (n *Node) readFrom(ctx context.Context, holder uint32, keys []block.Key) ([]*Remote, error) {
 	out := make([]*Remote, len(keys))
 	m, ok := n.memberByID(holder)
@@ -166,29 +170,31 @@ func (n *Node) readFrom(ctx context.Context, holder uint32, keys []block.Key) ([
 	n.stats.fetches.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, n.opts.RequestTimeout)
 	defer cancel()
-	resp, err := n.send(ctx, n.fast, m, "/internal/v1/read", keysRequest{Keys: keys})
-	if err != nil {
-		return out, err
+	var ans answers
+	st, err := n.engine.GetBlocks(ctx, m.Addrs.Transfer, keys, n.opts.MaxFetchBytes)
+	switch {
+	case err == nil:
+		defer st.Close()
+		ans = &streamAnswers{st: st}
+	case errors.Is(err, rdma.ErrNotSupported):
+		resp, err := n.send(ctx, n.fast, m, "/internal/v1/read", keysRequest{Keys: keys})
+		if err != nil {
+			return out, err
+		}
+		defer resp.Body.Close()
+		ans = &frameAnswers{br: bufio.NewReaderSize(resp.Body, 64<<10), max: n.opts.MaxFetchBytes}
+	default:
+		return out, n.transferErr(ctx, m, err)
 	}
-	defer resp.Body.Close()
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
-	var hb [frameHeaderSize]byte
 	for i, k := range keys {
-		if _, err := io.ReadFull(br, hb[:]); err != nil {
+		a, err := ans.next()
+		if err != nil {
 			return out, fmt.Errorf("%w: %s broke off its answer: %v", ErrUnreachable, m.Name, err)
 		}
-		f, err := decodeFrame(hb[:], n.opts.MaxFetchBytes)
-		if err != nil {
-			return out, fmt.Errorf("%s: %w", m.Name, err)
-		}
-		if f.Status == frameNotHeld {
+		if !a.found {
 			continue
 		}
-		meta := make([]byte, f.MetaLen)
-		if _, err := io.ReadFull(br, meta); err != nil {
-			return out, fmt.Errorf("%w: %s broke off its answer: %v", ErrUnreachable, m.Name, err)
-		}
-		w := max(int64(f.Size), 1)
+		w := max(a.size, 1)
 		if i == 0 {
 			err = n.bytes.Acquire(ctx, w)
 		} else if !n.bytes.TryAcquire(w) {
@@ -204,30 +210,162 @@ func (n *Node) readFrom(ctx context.Context, holder uint32, keys []block.Key) ([
 			n.bytes.Release(w)
 			return out, err
 		}
-		buf := getBuf(int(f.Size))
+		buf := getBuf(int(a.size))
 		ref := &fetchRef{n: n, w: w, buf: buf, budget: giveBack}
 		ref.refs.Store(1)
-		if _, err := io.ReadFull(br, buf); err != nil {
+		if err := ans.read(buf); err != nil {
 			ref.Release()
 			return out, fmt.Errorf("%w: %s broke off its answer: %v", ErrUnreachable, m.Name, err)
 		}
-		if sum := block.Checksum(buf); sum != f.Checksum {
+		if sum := block.Checksum(buf); sum != a.checksum {
 			ref.Release()
-			return out, fmt.Errorf("%w: %s from %s: crc32c %08x, holder says %08x", tier.ErrCorrupt, k, m.Name, sum, f.Checksum)
+			return out, fmt.Errorf("%w: %s from %s: crc32c %08x, holder says %08x", tier.ErrCorrupt, k, m.Name, sum, a.checksum)
 		}
-		n.stats.fetchedBytes.Add(int64(f.Size))
-		o := tier.Origin{Level: tier.RemoteLevel, Source: m.Name, Info: tier.BlockInfo{
-			Size: int64(f.Size), Checksum: f.Checksum, HasChecksum: true, Meta: meta,
-		}}
-		if len(meta) == 0 {
-			o.Info.Meta = nil
-		}
-		if f.PinnedUntil > 0 {
-			o.Info.PinnedUntil = time.Unix(f.PinnedUntil, 0)
-		}
-		out[i] = &Remote{Handle: tier.NewHandle(buf, f.Checksum, ref), Origin: o}
+		n.stats.fetchedBytes.Add(a.size)
+		out[i] = &Remote{Handle: tier.NewHandle(buf, a.checksum, ref), Origin: a.origin(m.Name)}
 	}
 	return out, nil
+}
+
+// transferErr words a failure to read from m over the transfer service:
+// the caller's context ending is that; anything else is m unreachable.
+func (n *Node) transferErr(ctx context.Context, m Member, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {
+		return cerr
+	}
+	n.log.Debug("cluster: transfer service of another node", "holder", m.Name, "err", err)
+	return fmt.Errorf("%w: %s", ErrUnreachable, m.Name)
+}
+
+// answer is what a holder said about one key.
+type answer struct {
+	found       bool
+	size        int64
+	checksum    uint32
+	pinnedUntil int64
+	meta        []byte
+}
+
+func (a *answer) origin(source string) tier.Origin {
+	o := tier.Origin{Level: tier.RemoteLevel, Source: source, Info: tier.BlockInfo{
+		Size: a.size, Checksum: a.checksum, HasChecksum: true, Meta: a.meta,
+	}}
+	if len(a.meta) == 0 {
+		o.Info.Meta = nil
+	}
+	if a.pinnedUntil > 0 {
+		o.Info.PinnedUntil = time.Unix(a.pinnedUntil, 0)
+	}
+	return o
+}
+
+// answers reads a holder's answers in order: next, then read of a found
+// block's bytes.
+type answers interface {
+	next() (answer, error)
+	read(dst []byte) error
+}
+
+// streamAnswers reads them from the transfer service.
+type streamAnswers struct{ st rdma.BlockStream }
+
+func (s *streamAnswers) next() (answer, error) {
+	info, err := s.st.Next()
+	if err != nil || !info.Found {
+		return answer{}, err
+	}
+	a := answer{found: true, size: info.Size, checksum: info.Checksum}
+	a.pinnedUntil, a.meta, err = decodeAttr(info.Attr)
+	return a, err
+}
+
+func (s *streamAnswers) read(dst []byte) error { return s.st.ReadData(dst) }
+
+// frameAnswers reads them from an /internal/v1/read answer.
+type frameAnswers struct {
+	br  *bufio.Reader
+	max int64
+	hb  [frameHeaderSize]byte
+}
+
+func (f *frameAnswers) next() (answer, error) {
+	if _, err := io.ReadFull(f.br, f.hb[:]); err != nil {
+		return answer{}, err
+	}
+	fr, err := decodeFrame(f.hb[:], f.max)
+	if err != nil || fr.Status == frameNotHeld {
+		return answer{}, err
+	}
+	meta := make([]byte, fr.MetaLen)
+	if _, err := io.ReadFull(f.br, meta); err != nil {
+		return answer{}, err
+	}
+	return answer{found: true, size: int64(fr.Size), checksum: fr.Checksum, pinnedUntil: fr.PinnedUntil, meta: meta}, nil
+}
+
+func (f *frameAnswers) read(dst []byte) error {
+	_, err := io.ReadFull(f.br, dst)
+	return err
+}
+
+// A block's attribute on the transfer service is its pin, then its record:
+//
+//	pinned-until  8 bytes, little-endian Unix seconds (0: not pinned)
+//	meta          the rest: the block's record, opaque here
+const attrPinSize = 8
+
+func encodeAttr(pinnedUntil int64, meta []byte) []byte {
+	if len(meta) > wire.MaxBlockAttr-attrPinSize {
+		meta = nil
+	}
+	b := make([]byte, attrPinSize, attrPinSize+len(meta))
+	binary.LittleEndian.PutUint64(b, uint64(max(pinnedUntil, 0)))
+	return append(b, meta...)
+}
+
+func decodeAttr(b []byte) (pinnedUntil int64, meta []byte, err error) {
+	if len(b) < attrPinSize {
+		return 0, nil, fmt.Errorf("%w: block attribute of %d bytes", ErrBadRequest, len(b))
+	}
+	pinnedUntil = int64(binary.LittleEndian.Uint64(b))
+	if pinnedUntil < 0 {
+		return 0, nil, fmt.Errorf("%w: negative pin %d", ErrBadRequest, pinnedUntil)
+	}
+	if len(b) > attrPinSize {
+		meta = b[attrPinSize:]
+	}
+	return pinnedUntil, meta, nil
+}
+
+var _ rdma.BlockSource = (*Node)(nil)
+
+// PinBlock implements rdma.BlockSource: the transfer service serves this
+// node's blocks to other nodes' reads by key from here, straight from the
+// pinned copy (the DRAM arena's own memory for a block held there).
+func (n *Node) PinBlock(ctx context.Context, k block.Key) (rdma.PinnedBlock, bool) {
+	h, _, err := n.store.GetLocal(ctx, k)
+	if err != nil {
+		// The reader was told this node holds it: tell the leader what it
+		// does hold.
+		n.rep.touch(k)
+		return rdma.PinnedBlock{}, false
+	}
+	var (
+		pinned int64
+		meta   []byte
+	)
+	if info, _, err := n.store.Stat(k); err == nil {
+		meta = info.Meta
+		if !info.PinnedUntil.IsZero() {
+			pinned = info.PinnedUntil.Unix()
+		}
+	}
+	n.stats.served.Add(1)
+	n.stats.serving.Add(1)
+	return rdma.PinnedBlock{Data: h.Bytes(), Checksum: h.Checksum(), Attr: encodeAttr(pinned, meta), Release: func() {
+		h.Release()
+		n.stats.serving.Add(-1)
+	}}, true
 }
 
 // charge takes w bytes from the node's shared budget, if it has one. The

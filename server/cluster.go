@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -525,6 +526,17 @@ func (a *API) publish(ctx context.Context, keys ...block.Key) {
 // readRemote serves a GET or HEAD of a block this node does not hold: it
 // is read from a node that does, over the transfer service.
 func (a *API) readRemote(c *gin.Context, t target, head bool) {
+	if !head && c.GetHeader("Range") == "" {
+		if err := a.relay(c, t); !errors.Is(err, cluster.ErrNotRelayed) {
+			if err != nil && !c.Writer.Written() {
+				if errors.Is(err, tier.ErrNotFound) {
+					err = notFound(t)
+				}
+				a.fail(c, err)
+			}
+			return
+		}
+	}
 	h, o, meta, err := a.fetchVisible(c.Request.Context(), principal(c), t)
 	if err != nil {
 		a.fail(c, err)
@@ -533,6 +545,53 @@ func (a *API) readRemote(c *gin.Context, t target, head bool) {
 	defer h.Release()
 	a.sendBlock(c, h, o, meta, head)
 }
+
+// relay answers a GET of a whole block held on another node without a copy
+// here: the holder's answer decides the headers, then its bytes go from the
+// holder's connection to the client's (spliced by the kernel where both are
+// TCP). The block's CRC-32C goes along in X-Yuebing-Crc32c for the client
+// to check, as for a block served from this node's DRAM. An error after the
+// headers went out cuts the answer short: the client sees a body shorter
+// than its Content-Length, never a complete wrong one. ErrNotRelayed: the
+// block is to be read whole (and kept here); the caller does that.
+func (a *API) relay(c *gin.Context, t target) error {
+	p := principal(c)
+	return a.opts.Cluster.Relay(c.Request.Context(), t.key, func(r cluster.Relayed) error {
+		meta := r.Origin.Info.Meta
+		if needsCheck(p, t) && !canSee(p, t, meta) {
+			return notFound(t)
+		}
+		hdr := c.Writer.Header()
+		hdr.Set("Accept-Ranges", "bytes")
+		hdr.Set("Content-Type", "application/octet-stream")
+		hdr.Set("Content-Length", strconv.FormatInt(r.Origin.Info.Size, 10))
+		hdr.Set(HeaderCRC, fmt.Sprintf("%08x", r.Origin.Info.Checksum))
+		hdr.Set(HeaderTier, "remote")
+		hdr.Set(HeaderSize, strconv.FormatInt(r.Origin.Info.Size, 10))
+		if meta != nil {
+			setMetaHeaders(hdr, meta)
+		}
+		a.setSource(hdr, r.Origin)
+		c.Status(http.StatusOK)
+		c.Writer.WriteHeaderNow()
+		// The writer gin wraps is the one that can splice.
+		var w io.Writer = c.Writer
+		if u, ok := c.Writer.(interface{ Unwrap() http.ResponseWriter }); ok {
+			w = u.Unwrap()
+		}
+		n, err := r.WriteTo(w)
+		c.Set(ctxRelayedBytes, n)
+		a.store.Accessed(t.key, int(r.Origin.Info.Size))
+		if err != nil {
+			a.log.Debug("server: relaying a block from another node", "key", t.key, "source", r.Origin.Source, "err", err)
+		}
+		return err
+	})
+}
+
+// ctxRelayedBytes is the gin context key of the bytes a relay wrote past
+// gin's writer, for the bytes-out metric.
+const ctxRelayedBytes = "yuebing.relayed_bytes"
 
 // fetchVisible reads a block this node does not hold from a node that
 // does, with its metadata record, if p may see it; otherwise the error is

@@ -73,7 +73,11 @@ func (m *metrics) middleware(c *gin.Context) {
 	if n := c.Request.ContentLength; n > 0 {
 		m.bytesIn.WithLabelValues(route).Add(float64(n))
 	}
-	if n := c.Writer.Size(); n > 0 {
+	n := int64(max(c.Writer.Size(), 0))
+	if v, ok := c.Get(ctxRelayedBytes); ok {
+		n += v.(int64)
+	}
+	if n > 0 {
 		m.bytesOut.WithLabelValues(route).Add(float64(n))
 	}
 }

@@ -586,6 +586,15 @@ type limitedConn struct {
 	release func()
 }
 
+// ReadFrom lets a relayed block be spliced from another connection into
+// this one, as the connection under the wrapper does.
+func (c *limitedConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(c.Conn, r)
+}
+
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)

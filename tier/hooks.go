@@ -112,6 +112,10 @@ func (h *Hierarchy) changed(key block.Key, level int, added bool) {
 	}
 }
 
+// Accessed tells the access listeners of a read that did not go through
+// the hierarchy: a block relayed from another node without a copy here.
+func (h *Hierarchy) Accessed(key block.Key, size int) { h.accessed(key, size) }
+
 func (h *Hierarchy) accessed(key block.Key, size int) {
 	if fns := h.hooks.access.Load(); fns != nil {
 		for _, fn := range *fns {
