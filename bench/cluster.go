@@ -60,6 +60,10 @@ type ClusterOptions struct {
 	GetDuration time.Duration
 	// GetWorkers is the number of concurrent GETs. Default 4.
 	GetWorkers int
+	// Binary, when set, is the yuebing executable: the GET and put
+	// measurements then run on node processes started from it (see
+	// cluster_procs.go). Empty: in this process, as the replays.
+	Binary string
 	// Progress draws progress bars on stderr.
 	Progress bool
 }
@@ -217,6 +221,7 @@ type benchCluster struct {
 	dir     string
 	etcd    *cluster.Embedded
 	nodes   []*server.Node
+	procs   []*soakNode // node processes, instead of nodes
 	clients []*client.Client
 }
 
@@ -280,6 +285,9 @@ func (bc *benchCluster) close() {
 	for _, n := range bc.nodes {
 		n.Shutdown()
 	}
+	for _, n := range bc.procs {
+		n.stop()
+	}
 	if bc.etcd != nil {
 		bc.etcd.Close()
 	}
@@ -326,7 +334,13 @@ func Cluster(ctx context.Context, o ClusterOptions) (*ClusterResult, error) {
 	// No hot replication either: the GETs would make their blocks hot and
 	// the leader would copy them to the reading node.
 	two.HotHits = 1 << 30
-	bc, err := startBenchCluster(&two, cluster.AdmitNever)
+	var bc *benchCluster
+	var err error
+	if o.Binary != "" {
+		bc, err = startProcCluster(ctx, &two, cluster.AdmitNever)
+	} else {
+		bc, err = startBenchCluster(&two, cluster.AdmitNever)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -415,23 +429,11 @@ func measurePrefixGets(ctx context.Context, bc *benchCluster, o *ClusterOptions)
 // measurePuts times sequential 64 KiB PUTs on a cluster node that does not
 // lead and on a node that runs alone, as many as fit in GetDuration each.
 func measurePuts(ctx context.Context, bc *benchCluster, o *ClusterOptions) (withCluster, single PutLatency, err error) {
-	cfg := server.DefaultConfig()
-	cfg.HTTP.Listen, cfg.RESP.Listen, cfg.Transfer.Listen = "127.0.0.1:0", "", ""
-	cfg.DataDir = filepath.Join(bc.dir, "single")
-	cfg.DRAM.Capacity = server.ByteSize(max(o.DRAMCapacity, 64<<20))
-	cfg.SSD.Capacity, cfg.SSD.NoSync = 4<<20, true
-	cfg.Conductor.Enabled = false
-	cfg.Banner = io.Discard
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := server.Start(cfg)
+	sc, stop, err := bc.startSingle(ctx, o)
 	if err != nil {
 		return withCluster, single, err
 	}
-	defer n.Shutdown()
-	sc, err := client.New("http://"+n.Addr("http").String(), client.Options{})
-	if err != nil {
-		return withCluster, single, err
-	}
+	defer stop()
 	data := make([]byte, prefixBlockBytes)
 	put := func(name string, c *client.Client, base uint64) (PutLatency, error) {
 		p := PutLatency{Name: name}
@@ -463,7 +465,7 @@ func measurePuts(ctx context.Context, bc *benchCluster, o *ClusterOptions) (with
 	// On a node that does not lead, as most nodes of a cluster: each put
 	// waits for the leader to take its registration.
 	writer := bc.clients[0]
-	if li, ok := bc.nodes[0].Cluster().Leader(); ok && li.Name == bc.name(0) {
+	if name, ok := bc.leaderName(ctx); ok && name == bc.name(0) {
 		writer = bc.clients[1]
 	}
 	withCluster, err = put("put_cluster", writer, 1<<43)
@@ -738,16 +740,16 @@ func ClusterReport(res *ClusterResult, o ClusterOptions) *Report {
 		}
 		r.Add(row)
 	}
-	r.Add(Row{"name": res.Local.Name, "gbps": res.Local.GBps(), "blocks": res.Local.Blocks, "block_bytes": o.GetSize, "workers": o.GetWorkers})
-	r.Add(Row{"name": res.Remote.Name, "gbps": res.Remote.GBps(), "blocks": res.Remote.Blocks, "block_bytes": o.GetSize, "workers": o.GetWorkers,
+	r.Add(Row{"processes": o.Binary != "", "name": res.Local.Name, "gbps": res.Local.GBps(), "blocks": res.Local.Blocks, "block_bytes": o.GetSize, "workers": o.GetWorkers})
+	r.Add(Row{"processes": o.Binary != "", "name": res.Remote.Name, "gbps": res.Remote.GBps(), "blocks": res.Remote.Blocks, "block_bytes": o.GetSize, "workers": o.GetWorkers,
 		"baseline": res.Local.Name, "baseline_gbps": res.Local.GBps(), "ratio": ratio(res.Remote.GBps(), res.Local.GBps())})
-	r.Add(Row{"name": res.LocalPrefix.Name, "gbps": res.LocalPrefix.GBps(), "blocks": res.LocalPrefix.Blocks, "block_bytes": prefixBlockBytes, "prefix_blocks": prefixBlocks})
-	r.Add(Row{"name": res.RemotePrefix.Name, "gbps": res.RemotePrefix.GBps(), "blocks": res.RemotePrefix.Blocks, "block_bytes": prefixBlockBytes, "prefix_blocks": prefixBlocks,
+	r.Add(Row{"processes": o.Binary != "", "name": res.LocalPrefix.Name, "gbps": res.LocalPrefix.GBps(), "blocks": res.LocalPrefix.Blocks, "block_bytes": prefixBlockBytes, "prefix_blocks": prefixBlocks})
+	r.Add(Row{"processes": o.Binary != "", "name": res.RemotePrefix.Name, "gbps": res.RemotePrefix.GBps(), "blocks": res.RemotePrefix.Blocks, "block_bytes": prefixBlockBytes, "prefix_blocks": prefixBlocks,
 		"baseline": res.LocalPrefix.Name, "baseline_gbps": res.LocalPrefix.GBps(), "ratio": ratio(res.RemotePrefix.GBps(), res.LocalPrefix.GBps())})
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-	r.Add(Row{"name": res.PutSingle.Name, "block_bytes": prefixBlockBytes, "puts_per_s": res.PutSingle.PerSecond(),
+	r.Add(Row{"processes": o.Binary != "", "name": res.PutSingle.Name, "block_bytes": prefixBlockBytes, "puts_per_s": res.PutSingle.PerSecond(),
 		"p50_us": us(res.PutSingle.P50), "p99_us": us(res.PutSingle.P99)})
-	r.Add(Row{"name": res.PutCluster.Name, "block_bytes": prefixBlockBytes, "puts_per_s": res.PutCluster.PerSecond(),
+	r.Add(Row{"processes": o.Binary != "", "name": res.PutCluster.Name, "block_bytes": prefixBlockBytes, "puts_per_s": res.PutCluster.PerSecond(),
 		"p50_us": us(res.PutCluster.P50), "p99_us": us(res.PutCluster.P99),
 		"baseline": res.PutSingle.Name, "baseline_puts_per_s": res.PutSingle.PerSecond(), "ratio": ratio(res.PutCluster.PerSecond(), res.PutSingle.PerSecond())})
 	for _, run := range res.Runs {
@@ -760,4 +762,26 @@ func ClusterReport(res *ClusterResult, o ClusterOptions) *Report {
 		}
 	}
 	return r
+}
+
+// startSingleInProcess starts the put baseline's node in this process.
+func startSingleInProcess(bc *benchCluster, o *ClusterOptions) (*client.Client, func(), error) {
+	cfg := server.DefaultConfig()
+	cfg.HTTP.Listen, cfg.RESP.Listen, cfg.Transfer.Listen = "127.0.0.1:0", "", ""
+	cfg.DataDir = filepath.Join(bc.dir, "single")
+	cfg.DRAM.Capacity = server.ByteSize(max(o.DRAMCapacity, 64<<20))
+	cfg.SSD.Capacity, cfg.SSD.NoSync = 4<<20, true
+	cfg.Conductor.Enabled = false
+	cfg.Banner = io.Discard
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	n, err := server.Start(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	sc, err := client.New("http://"+n.Addr("http").String(), client.Options{})
+	if err != nil {
+		n.Shutdown()
+		return nil, nil, err
+	}
+	return sc, func() { n.Shutdown() }, nil
 }

@@ -20,7 +20,7 @@ import (
 // testCluster is an embedded etcd and nodes in this process, each with a
 // DRAM store and a real HTTP listener on 127.0.0.1.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	etcd  *Embedded
 	nodes []*testNode
 	opts  func(*Options)
@@ -33,7 +33,7 @@ type testNode struct {
 	addr  string
 }
 
-func startEtcd(t *testing.T) *Embedded {
+func startEtcd(t testing.TB) *Embedded {
 	t.Helper()
 	e, err := StartEmbedded(EmbedOptions{Dir: t.TempDir(), ClientListen: "127.0.0.1:0", PeerListen: "127.0.0.1:0"})
 	if err != nil {
@@ -43,7 +43,7 @@ func startEtcd(t *testing.T) *Embedded {
 	return e
 }
 
-func newTestCluster(t *testing.T, nodes int, opts func(*Options)) *testCluster {
+func newTestCluster(t testing.TB, nodes int, opts func(*Options)) *testCluster {
 	c := &testCluster{t: t, etcd: startEtcd(t), opts: opts}
 	for i := range nodes {
 		c.add(fmt.Sprintf("n%d", i))
@@ -97,7 +97,7 @@ func (tn *testNode) stop() {
 }
 
 // eventually retries f until it returns nil or the deadline passes.
-func eventually(t *testing.T, d time.Duration, f func() error) {
+func eventually(t testing.TB, d time.Duration, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -140,7 +140,7 @@ func value(i, size int) []byte {
 
 func testKey(i int) block.Key { return block.OpaqueKey("t/m", fmt.Appendf(nil, "k%d", i)) }
 
-func holderNames(t *testing.T, n *Node, k block.Key) []string {
+func holderNames(t testing.TB, n *Node, k block.Key) []string {
 	t.Helper()
 	hs, err := n.Holders(t.Context(), []block.Key{k})
 	if err != nil {

@@ -172,6 +172,10 @@ func (n *Node) readFrom(ctx context.Context, holder uint32, keys []block.Key) ([
 	defer cancel()
 	var ans answers
 	st, err := n.engine.GetBlocks(ctx, m.Addrs.Transfer, keys, n.opts.MaxFetchBytes)
+	if err == nil && n.httpReads {
+		st.Close()
+		err = rdma.ErrNotSupported
+	}
 	switch {
 	case err == nil:
 		defer st.Close()

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"strconv"
 	"time"
 
@@ -19,7 +21,7 @@ func newBenchClusterCmd() *cobra.Command {
 		window, getDuration              time.Duration
 		slack                            float64
 		routing                          string
-		asJSON                           bool
+		asJSON, inProcess                bool
 		every                            int
 	)
 	cmd := &cobra.Command{
@@ -38,9 +40,14 @@ the serving node holds itself, "cluster" also reads blocks held by other nodes
 blocks. Rows: the hit rate of each (cluster with local as baseline); GET
 throughput of 1 MiB blocks from the node holding them and from another node
 (remote with local as baseline, on a two-node cluster that does not keep what
-it fetches); and, every 1/--samples of the replay, the mean replica count of
+it fetches), a 64-block prefix read the same two ways, and put latency on a
+node of that cluster and on a node alone; and, every 1/--samples of the replay, the mean replica count of
 the top 10/100/1000 keys by accesses (the paper's Figure 11). The table shows
-every --every-th sample row, --json all. See docs/cluster.md.`,
+every --every-th sample row, --json all. See docs/cluster.md.
+
+The GET and put measurements run on nodes started from this binary as
+processes of their own, as in a deployment (--in-process: in this process,
+as the replays).`,
 		Example: `  yuebing bench cluster --trace ../shared/traces/conversation_trace.jsonl --requests 3000
   yuebing bench cluster --trace synthetic_trace.jsonl --nodes 4 --hot-hits 8 --json`,
 		Args: cobra.NoArgs,
@@ -79,6 +86,11 @@ every --every-th sample row, --json all. See docs/cluster.md.`,
 				return err
 			}
 			o.Trace = t
+			if !inProcess {
+				if o.Binary, err = os.Executable(); err != nil {
+					return fmt.Errorf("cluster: finding this binary: %w", err)
+				}
+			}
 			check := o
 			check.EnsureDefaults()
 			if err := check.Validate(); err != nil {
@@ -111,6 +123,7 @@ every --every-th sample row, --json all. See docs/cluster.md.`,
 	f.StringVar(&getSize, "get-size", "1MiB", "block size of the cross-node GET measurement")
 	f.DurationVar(&getDuration, "get-duration", 3*time.Second, "how long each GET measurement runs")
 	f.IntVar(&workers, "get-workers", 4, "concurrent GETs")
+	f.BoolVar(&inProcess, "in-process", false, "run the GET and put measurements on nodes in this process rather than node processes")
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"results":[...]} instead of a table`)
 	f.IntVar(&every, "every", 4, "table only: show every n-th replica sample row")
 	return cmd
