@@ -56,6 +56,12 @@ type E2EOptions struct {
 	Compression float64
 	// TimeScale multiplies simulated compute times.
 	TimeScale float64
+	// Load, when given and neither TimeScale nor Compression is, sets
+	// TimeScale so that the prefill load offered to each engine without
+	// any caching is Load (1 keeps an engine busy all the time). TTFT
+	// depends on it as queueing does: the busier the engines, the more a
+	// prefill saved also saves the requests queued behind it.
+	Load float64
 	// PoolBlocks is each engine's HBM pool, in blocks. Default 48: room
 	// for the requests in flight and a little more, a small fraction of
 	// the sample's working set, as a real engine's HBM is of a real
@@ -109,7 +115,7 @@ func (o *E2EOptions) ensureDefaults() {
 			o.Duration = 20 * time.Second
 		}
 	}
-	if o.Compression == 0 {
+	if o.Compression == 0 && (o.Load == 0 || o.TimeScale > 0) {
 		o.Compression = 40
 	}
 	if o.Layout.Layers == 0 {
@@ -197,6 +203,9 @@ func RunE2E(ctx context.Context, o E2EOptions) (*E2EResult, error) {
 	if o.Trace == "" || o.Addr == "" {
 		return nil, fmt.Errorf("%w: a trace and a node address are required", ErrOptions)
 	}
+	if !(o.Load >= 0) || math.IsInf(o.Load, 0) {
+		return nil, fmt.Errorf("%w: load %v, want a positive number", ErrOptions, o.Load)
+	}
 	if err := o.Layout.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
@@ -213,15 +222,25 @@ func RunE2E(ctx context.Context, o E2EOptions) (*E2EResult, error) {
 		o.Scale = max(1, span.Seconds()/o.Duration.Seconds())
 	}
 	model := scheduler.DefaultPrefillModel()
-	if o.TimeScale == 0 {
+	var work float64 // prefill seconds of the sample, unscaled, no cache
+	for _, r := range sample {
+		work += model.Seconds(len(r.tokens), 0)
+	}
+	wall := span.Seconds() / o.Scale
+	switch {
+	case o.TimeScale > 0:
+	case o.Compression == 0 && wall > 0:
+		o.TimeScale = o.Load * float64(o.Engines) * wall / work
+	default:
+		if o.Compression == 0 {
+			o.Compression = 40
+		}
 		o.TimeScale = o.Compression / o.Scale
 	}
-	var work float64
-	for _, r := range sample {
-		work += model.Seconds(len(r.tokens), 0) * o.TimeScale
-	}
 	// The prefill load each engine is offered with no caching at all.
-	o.offered = work / float64(o.Engines) / (span.Seconds() / o.Scale)
+	if wall > 0 {
+		o.offered = work * o.TimeScale / float64(o.Engines) / wall
+	}
 	cl, err := client.New(o.Addr, client.Options{})
 	if err != nil {
 		return nil, err

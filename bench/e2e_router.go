@@ -44,12 +44,6 @@ type E2ERouterOptions struct {
 	// Routings to compare, each a policy name the conductor takes.
 	// Default: conductor, round_robin, least_loaded.
 	Routings []string
-	// Load is the prefill load offered to each engine without any
-	// caching (1 keeps it busy all the time), which sets TimeScale when
-	// neither TimeScale nor Compression is given. Default 0.7: busy
-	// enough that queueing counts, as in the paper's experiments, with
-	// room for the bursts of the trace.
-	Load float64
 	// TTFTSLO is the TTFT service level: the router rejects (429) a
 	// request it predicts past it, and a request counts towards the
 	// effective capacity when it is served within it. Default: 1.25 times
@@ -97,6 +91,8 @@ func (o *E2ERouterOptions) ensureDefaults() {
 	}
 	o.scaleByLoad = o.TimeScale == 0 && o.Compression == 0
 	o.sizeHBM = o.PoolBlocks == 0
+	// Default 0.7: busy enough that queueing counts, as in the paper's
+	// experiments, with room for the bursts of the trace.
 	if o.Load == 0 {
 		o.Load = 0.7
 	}

@@ -68,6 +68,10 @@ With --router the sample is replayed through the conductor's router instead
 				}
 				o.Layout = l
 			}
+			if ro.load < 0 || ro.load > 100 {
+				return usageErrorf("--load must be in (0, 100]")
+			}
+			o.Load = ro.load
 			if ro.on {
 				return runBenchE2ERouter(cmd, o, ro, asJSON, plot, dramCapacity, dataDir)
 			}

@@ -28,7 +28,7 @@ func (r *e2eRouterFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&r.routings, "routing", "conductor,round_robin,least_loaded", "with --router: routings to compare, comma-separated policy names")
 	f.DurationVar(&r.slo, "ttft-slo", 0, "with --router: TTFT SLO of rejection and effective capacity (default: 1.25x the sample's longest uncached prefill at the run's time scale, at least 2x the mean)")
 	f.BoolVar(&r.pool, "with-pool", false, "with --router: engines also use the yuebing node (--addr, or one in this process) as their shared KV pool")
-	f.Float64Var(&r.load, "load", 0, "with --router: prefill load offered to each engine without caching, sets the time scale unless --compression or --time-scale is given (default 0.7)")
+	f.Float64Var(&r.load, "load", 0, "prefill load offered to each engine without caching (1: always busy), sets the time scale unless --compression or --time-scale is given (default: --compression 40; with --router 0.7)")
 	f.BoolVar(&r.side, "side-by-side", false, "with --router: replay the routings at the same time instead of one after another")
 	f.Float64Var(&r.bw, "bandwidth", 0, "with --router: the router's KV transfer estimate in Gbps (default: an adapter load measured at the start)")
 }
@@ -36,7 +36,7 @@ func (r *e2eRouterFlags) register(f *pflag.FlagSet) {
 // runBenchE2ERouter is `yuebing bench e2e --router`; o holds the flags
 // the replay shares with the plain e2e bench, validated.
 func runBenchE2ERouter(cmd *cobra.Command, o bench.E2EOptions, r e2eRouterFlags, asJSON bool, plot, dramCapacity, dataDir string) error {
-	ro := bench.E2ERouterOptions{E2EOptions: o, TTFTSLO: r.slo, Pool: r.pool, Bandwidth: r.bw * 1e9 / 8, Load: r.load, SideBySide: r.side, Log: cmd.ErrOrStderr()}
+	ro := bench.E2ERouterOptions{E2EOptions: o, TTFTSLO: r.slo, Pool: r.pool, Bandwidth: r.bw * 1e9 / 8, SideBySide: r.side, Log: cmd.ErrOrStderr()}
 	for _, name := range strings.Split(r.routings, ",") {
 		name = strings.TrimSpace(name)
 		if _, err := scheduler.ParsePolicy(name); err != nil {
