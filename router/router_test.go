@@ -477,14 +477,14 @@ func TestRouterConcurrentState(t *testing.T) {
 	for _, e := range r.order {
 		e.mu.Lock()
 		n := 0
-		e.mu.blocks.filter(func(h *held) bool {
+		e.mu.blocks.Filter(func(h *held) bool {
 			if h.spec != 0 {
 				n++
 			}
 			return true
 		})
-		if n != e.mu.specs || int64(e.mu.blocks.len()) != e.nblocks.Load() {
-			t.Errorf("%s: %d entries with an expiry, counted %d; %d blocks, counted %d", e.ID, n, e.mu.specs, e.mu.blocks.len(), e.nblocks.Load())
+		if n != e.mu.specs || int64(e.mu.blocks.Len()) != e.nblocks.Load() {
+			t.Errorf("%s: %d entries with an expiry, counted %d; %d blocks, counted %d", e.ID, n, e.mu.specs, e.mu.blocks.Len(), e.nblocks.Load())
 		}
 		specs += int64(n)
 		e.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/index"
+	"github.com/yuebing/yuebing/internal/keytable"
 	"github.com/yuebing/yuebing/kvevents"
 	"github.com/yuebing/yuebing/scheduler"
 )
@@ -30,7 +31,7 @@ type engine struct {
 		// those its events report, and those the router placed prompts
 		// for, not yet confirmed (speculative), each in one entry so a
 		// match costs one lookup per key and a renewal none more.
-		blocks *blockTable
+		blocks *keytable.Table[held]
 		// specs counts the entries with a speculative expiry.
 		specs int
 		// up is false while the engine is out of the scheduler after a
@@ -53,7 +54,7 @@ func (h held) live(now int64) bool { return h.tiers != 0 || h.spec > now }
 
 func newEngine(cfg Engine, role scheduler.Role) *engine {
 	e := &engine{Engine: cfg, role: role, stats: new(kvevents.Stats)}
-	e.mu.blocks = newBlockTable()
+	e.mu.blocks = keytable.New[held]()
 	e.mu.up = true
 	return e
 }
@@ -75,7 +76,7 @@ func (s engineSink) Apply(u kvevents.Update) {
 	e.mu.Lock()
 	bs := e.mu.blocks
 	if u.Reset {
-		bs.filter(func(h *held) bool {
+		bs.Filter(func(h *held) bool {
 			h.tiers = 0
 			return h.spec != 0
 		})
@@ -83,22 +84,22 @@ func (s engineSink) Apply(u kvevents.Update) {
 	for i := range u.Changes {
 		c := &u.Changes[i]
 		if c.Tiers == 0 {
-			if h := bs.find(&c.Key); h != nil {
+			if h := bs.Find(&c.Key); h != nil {
 				if h.spec != 0 {
 					unspec++
 				}
-				bs.remove(&c.Key)
+				bs.Remove(&c.Key)
 			}
 			continue
 		}
-		h, _ := bs.upsert(&c.Key)
+		h, _ := bs.Upsert(&c.Key)
 		if h.spec != 0 {
 			unspec++
 		}
 		*h = held{tiers: c.Tiers}
 	}
 	e.mu.specs -= unspec
-	e.nblocks.Store(int64(bs.len()))
+	e.nblocks.Store(int64(bs.Len()))
 	e.mu.Unlock()
 	if unspec > 0 {
 		s.r.specCount.Add(-int64(unspec))
@@ -116,7 +117,7 @@ func (e *engine) prefix(keys []block.Key, now int64) (int, bool) {
 	bs := e.mu.blocks
 	n := 0
 	for n < len(keys) {
-		if h := bs.find(&keys[n]); h == nil || !h.live(now) {
+		if h := bs.Find(&keys[n]); h == nil || !h.live(now) {
 			break
 		}
 		n++
@@ -164,10 +165,10 @@ func (r *Router) speculate(id string, keys []block.Key, now int64) {
 	}
 	bs := e.mu.blocks
 	for i := range keys {
-		h, isNew := bs.upsert(&keys[i])
+		h, isNew := bs.Upsert(&keys[i])
 		if isNew {
 			if added >= room {
-				bs.remove(&keys[i])
+				bs.Remove(&keys[i])
 				dropped = true
 				break
 			}
@@ -179,7 +180,7 @@ func (r *Router) speculate(id string, keys []block.Key, now int64) {
 		h.spec = exp
 	}
 	e.mu.specs += int(added)
-	e.nblocks.Store(int64(bs.len()))
+	e.nblocks.Store(int64(bs.Len()))
 	e.mu.Unlock()
 	if added > 0 {
 		r.specCount.Add(added)
@@ -215,9 +216,9 @@ func (r *Router) expire(now int64) {
 				break
 			}
 			before := gone
-			next = e.mu.blocks.filterSome(next, sweepChunk, sweep)
+			next = e.mu.blocks.FilterSome(next, sweepChunk, sweep)
 			e.mu.specs -= gone - before
-			e.nblocks.Store(int64(e.mu.blocks.len()))
+			e.nblocks.Store(int64(e.mu.blocks.Len()))
 			e.mu.Unlock()
 			if next == 0 {
 				break

@@ -1,4 +1,4 @@
-package router
+package keytable
 
 import (
 	"encoding/binary"
@@ -8,48 +8,44 @@ import (
 	"github.com/yuebing/yuebing/block"
 )
 
-// blockTable maps block keys to what an engine holds of them: an
-// open-addressing table with linear probing, kept at most half full. A
-// decision looks up every key of its prompt on the engine that holds it
-// and renews each in place; a Go map hashes and compares 32-byte keys
-// generically and needs a second lookup to store, which made the maps
-// most of a decision's CPU time. Keys compare as four words inline.
-type blockTable struct {
-	slots []blockSlot
+// Table maps block keys to values of type V. The zero Table is not ready
+// for use: make one with New.
+type Table[V any] struct {
+	slots []slot[V]
 	mask  uint64
 	n     int
 	seed  [2]uint64
 	// The zero key marks empty slots, so it lives apart.
-	zero    held
+	zero    V
 	hasZero bool
 }
 
-type blockSlot struct {
-	w keyWords
-	h held
+type slot[V any] struct {
+	w words
+	v V
 }
 
-type keyWords [4]uint64
+// words is a key as four words: comparing them inline is several times
+// faster than the generic comparison of two 32-byte arrays.
+type words [4]uint64
 
-func (w *keyWords) zero() bool { return w[0]|w[1]|w[2]|w[3] == 0 }
+func (w *words) zero() bool { return w[0]|w[1]|w[2]|w[3] == 0 }
 
-func wordsOf(k *block.Key) keyWords {
-	return keyWords{
+func wordsOf(k *block.Key) words {
+	return words{
 		binary.LittleEndian.Uint64(k[0:]), binary.LittleEndian.Uint64(k[8:]),
 		binary.LittleEndian.Uint64(k[16:]), binary.LittleEndian.Uint64(k[24:]),
 	}
 }
 
-func newBlockTable() *blockTable {
-	t := &blockTable{seed: [2]uint64{rand.Uint64(), rand.Uint64()}}
+// New returns an empty table.
+func New[V any]() *Table[V] {
+	t := &Table[V]{seed: [2]uint64{rand.Uint64(), rand.Uint64()}}
 	t.resize(64)
 	return t
 }
 
-// hash mixes all of the key with a per-table secret seed: prompts come
-// from clients, and keys that collided on purpose would turn lookups into
-// scans.
-func (t *blockTable) hash(w *keyWords) uint64 {
+func (t *Table[V]) hash(w *words) uint64 {
 	return mix(w[0]^t.seed[0], w[1]^0x9e3779b97f4a7c15) ^ mix(w[2]^t.seed[1], w[3]^0xbf58476d1ce4e5b9)
 }
 
@@ -58,17 +54,17 @@ func mix(a, b uint64) uint64 {
 	return hi ^ lo
 }
 
-// len returns the number of keys held.
-func (t *blockTable) len() int {
+// Len returns the number of keys in the table.
+func (t *Table[V]) Len() int {
 	if t.hasZero {
 		return t.n + 1
 	}
 	return t.n
 }
 
-// find returns k's entry, nil when absent. The pointer is good until the
-// table next changes size (an insert) or deletes.
-func (t *blockTable) find(k *block.Key) *held {
+// Find returns k's value, nil when absent. The pointer is good until the
+// table next grows (an Upsert) or deletes (Remove, Filter).
+func (t *Table[V]) Find(k *block.Key) *V {
 	w := wordsOf(k)
 	if w.zero() {
 		if t.hasZero {
@@ -79,7 +75,7 @@ func (t *blockTable) find(k *block.Key) *held {
 	for i := t.hash(&w) & t.mask; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
 		if s.w == w {
-			return &s.h
+			return &s.v
 		}
 		if s.w.zero() {
 			return nil
@@ -87,10 +83,10 @@ func (t *blockTable) find(k *block.Key) *held {
 	}
 }
 
-// upsert returns k's entry, inserting a zero one (and reporting true) when
-// absent; the caller fills it in or removes it. The pointer is good until
-// the next upsert or remove.
-func (t *blockTable) upsert(k *block.Key) (*held, bool) {
+// Upsert returns k's value, inserting a zero one (and reporting true) when
+// absent; the caller fills it in, or removes it. The pointer is good until
+// the next Upsert or deletion.
+func (t *Table[V]) Upsert(k *block.Key) (*V, bool) {
 	w := wordsOf(k)
 	if w.zero() {
 		isNew := !t.hasZero
@@ -104,22 +100,23 @@ func (t *blockTable) upsert(k *block.Key) (*held, bool) {
 	for ; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
 		if s.w == w {
-			return &s.h, false
+			return &s.v, false
 		}
 		if s.w.zero() {
 			break
 		}
 	}
-	t.slots[i] = blockSlot{w: w}
+	t.slots[i] = slot[V]{w: w}
 	t.n++
-	return &t.slots[i].h, true
+	return &t.slots[i].v, true
 }
 
-// remove deletes k if present.
-func (t *blockTable) remove(k *block.Key) {
+// Remove deletes k if present.
+func (t *Table[V]) Remove(k *block.Key) {
 	w := wordsOf(k)
 	if w.zero() {
-		t.zero, t.hasZero = held{}, false
+		var zero V
+		t.zero, t.hasZero = zero, false
 		return
 	}
 	for i := t.hash(&w) & t.mask; ; i = (i + 1) & t.mask {
@@ -136,7 +133,7 @@ func (t *blockTable) remove(k *block.Key) {
 
 // deleteAt empties slot i and shifts later members of its probe run back,
 // so lookups never need tombstones.
-func (t *blockTable) deleteAt(i uint64) {
+func (t *Table[V]) deleteAt(i uint64) {
 	t.n--
 	for j := (i + 1) & t.mask; ; j = (j + 1) & t.mask {
 		s := &t.slots[j]
@@ -150,28 +147,29 @@ func (t *blockTable) deleteAt(i uint64) {
 			i = j
 		}
 	}
-	t.slots[i] = blockSlot{}
+	t.slots[i] = slot[V]{}
 }
 
-// filter applies f to every entry, which it may change, and deletes those
-// it returns false for. It is a pass over the whole table: for resets, not
-// for the request path.
-func (t *blockTable) filter(f func(*held) bool) {
+// Filter applies f to every value, which f may change, and deletes the
+// keys it returns false for. It is a pass over the whole table: for resets
+// and global changes, not for a request path.
+func (t *Table[V]) Filter(f func(*V) bool) {
 	for next := 0; ; {
-		if next = t.filterSome(next, len(t.slots), f); next == 0 {
+		if next = t.FilterSome(next, len(t.slots), f); next == 0 {
 			return
 		}
 	}
 }
 
-// filterSome is filter over at most n slots from slot start (the zero key
+// FilterSome is Filter over at most n slots from slot start (the zero key
 // with start 0), and returns the slot to go on from, 0 after the last.
-// Between calls the table may change: a pass then sees some entries twice
-// or misses some, which f must allow (the callers' changes are idempotent,
-// and a missed entry waits for the next pass).
-func (t *blockTable) filterSome(start, n int, f func(*held) bool) int {
+// Between calls the table may change: a pass then sees some values twice
+// or misses some, which f must allow (a change that is idempotent, and a
+// missed value waits for the next pass).
+func (t *Table[V]) FilterSome(start, n int, f func(*V) bool) int {
 	if start == 0 && t.hasZero && !f(&t.zero) {
-		t.zero, t.hasZero = held{}, false
+		var zero V
+		t.zero, t.hasZero = zero, false
 	}
 	end := uint64(min(start+n, len(t.slots)))
 	// A deletion shifts later members of the run back, possibly into slot
@@ -180,7 +178,7 @@ func (t *blockTable) filterSome(start, n int, f func(*held) bool) int {
 	i := uint64(start)
 	for i < end {
 		s := &t.slots[i]
-		if !s.w.zero() && !f(&s.h) {
+		if !s.w.zero() && !f(&s.v) {
 			t.deleteAt(i)
 			continue
 		}
@@ -192,9 +190,9 @@ func (t *blockTable) filterSome(start, n int, f func(*held) bool) int {
 	return int(i)
 }
 
-func (t *blockTable) resize(n int) {
+func (t *Table[V]) resize(n int) {
 	old := t.slots
-	t.slots = make([]blockSlot, n)
+	t.slots = make([]slot[V], n)
 	t.mask = uint64(n - 1)
 	for i := range old {
 		s := &old[i]
