@@ -11,6 +11,7 @@ import (
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/client"
+	"github.com/yuebing/yuebing/rdma"
 )
 
 // Options configure a Connector.
@@ -51,6 +52,20 @@ type Options struct {
 	// verifying each block's CRC-32C as it copies. Elsewhere, or when a
 	// session cannot be opened, HTTP.
 	DisableShm bool
+	// Transfer, with TransferAddr, reads loads by key over the transfer
+	// service of the engine's node: the path for an engine on another host
+	// than its node, where shared memory is not at hand. Transfer is an
+	// rdma.Engine the engine started with the cluster's token (the node
+	// serves reads by key in a cluster), TransferAddr the node's transfer
+	// address (its banner's "transfer" line, or node.addrs.transfer of
+	// GET /v1/cluster). The bytes go from the socket straight into the
+	// target's memory, each group checked against its CRC-32C; a block
+	// the node does not hold itself (it is on another node) and the rest
+	// of its request are read over HTTP through the node. Reads by key are
+	// not scoped to a namespace: an engine given the cluster token is
+	// trusted as a node is. Default nil: HTTP.
+	Transfer     *rdma.Engine
+	TransferAddr string
 	// WarmSSD starts reading blocks a Lookup found on SSD right away, so
 	// the server has them in DRAM when the Load comes. Default true
 	// (DisableWarm turns it off).
@@ -101,6 +116,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%w: Options.%s %d must be positive", ErrInvalid, f.name, f.v))
 		}
 	}
+	if (o.Transfer == nil) != (o.TransferAddr == "") {
+		errs = append(errs, fmt.Errorf("%w: Options.Transfer and Options.TransferAddr go together", ErrInvalid))
+	}
 	if len(errs) == 0 && o.SaveStagingBytes < o.Layout.GroupBytes(0) {
 		errs = append(errs, fmt.Errorf("%w: Options.SaveStagingBytes %d holds not one group of layers of %d bytes", ErrInvalid, o.SaveStagingBytes, o.Layout.GroupBytes(0)))
 	}
@@ -136,6 +154,7 @@ type stats struct {
 	savedLayers, savedBytes, dropped, saveErrors    atomic.Int64
 	committed, deduped, warmed, warmSkipped, warmFa atomic.Int64
 	shmLoads, shmSaves                              atomic.Int64
+	transferLoads, transferFallbacks                atomic.Int64
 }
 
 // Stats are a Connector's counters since New.
@@ -166,6 +185,12 @@ type Stats struct {
 	// save batches that went through shared memory rather than HTTP.
 	ShmLoadRequests int64 `json:"shm_load_requests"`
 	ShmSaveRequests int64 `json:"shm_save_requests"`
+	// TransferLoadRequests counts load requests read by key over the
+	// transfer service (Options.Transfer); TransferFallbacks those of them
+	// finished over HTTP, for a block the node did not hold itself or a
+	// transfer service that could not be reached.
+	TransferLoadRequests int64 `json:"transfer_load_requests"`
+	TransferFallbacks    int64 `json:"transfer_fallbacks"`
 }
 
 // New starts a Connector.
@@ -230,6 +255,7 @@ func (c *Connector) Stats() Stats {
 		SavedLayers: s.savedLayers.Load(), SavedBytes: s.savedBytes.Load(), Dropped: s.dropped.Load(), SaveErrors: s.saveErrors.Load(),
 		Committed: s.committed.Load(), Deduped: s.deduped.Load(), Warmed: s.warmed.Load(), WarmSkipped: s.warmSkipped.Load(), WarmFailed: s.warmFa.Load(),
 		ShmLoadRequests: s.shmLoads.Load(), ShmSaveRequests: s.shmSaves.Load(),
+		TransferLoadRequests: s.transferLoads.Load(), TransferFallbacks: s.transferFallbacks.Load(),
 	}
 }
 
@@ -362,7 +388,64 @@ func (c *Connector) getBatch(ctx context.Context, keys []block.Key, sizes func(i
 			return err
 		}
 	}
+	if c.opts.Transfer != nil {
+		return c.getByKey(ctx, keys, sizes, fn)
+	}
 	return c.cl.GetBatch(ctx, c.opts.Namespace, keys, fn)
+}
+
+// getByKey is getBatch over the node's transfer service. Frames keep their
+// order: from the first key the node does not hold itself, the rest go in
+// one HTTP multi-get through the node, which reads them across the cluster.
+func (c *Connector) getByKey(ctx context.Context, keys []block.Key, sizes func(i int) int64, fn func(client.Frame, io.Reader) error) error {
+	var most int64
+	for i := range keys {
+		most = max(most, sizes(i))
+	}
+	c.st.transferLoads.Add(1)
+	st, err := c.opts.Transfer.GetBlocks(ctx, c.opts.TransferAddr, keys, most)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.st.transferFallbacks.Add(1)
+		c.opts.Logger.Debug("adapter: transfer service of the node", "err", err)
+		return c.cl.GetBatch(ctx, c.opts.Namespace, keys, fn)
+	}
+	defer st.Close()
+	for i, k := range keys {
+		info, err := st.Next()
+		if err != nil {
+			return err
+		}
+		if !info.Found {
+			st.Close()
+			c.st.transferFallbacks.Add(1)
+			return c.cl.GetBatch(ctx, c.opts.Namespace, keys[i:], fn)
+		}
+		cr := &crcReader{r: st}
+		if err := fn(client.Frame{Key: k, Checksum: info.Checksum, Length: info.Size}, cr); err != nil {
+			return err
+		}
+		if cr.n == info.Size && cr.sum != info.Checksum {
+			return fmt.Errorf("%w: block %s: received crc32c %08x, the node holds %08x", client.ErrChecksum, k, cr.sum, info.Checksum)
+		}
+	}
+	return nil
+}
+
+// crcReader checksums what is read through it.
+type crcReader struct {
+	r   io.Reader
+	n   int64
+	sum uint32
+}
+
+func (c *crcReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.sum = block.UpdateChecksum(c.sum, p[:n])
+	c.n += int64(n)
+	return n, err
 }
 
 // putBatch stores items through a shared-memory session when one is at

@@ -63,6 +63,9 @@ type BlockStream interface {
 	// ReadData reads the current block's bytes into dst, which must be
 	// exactly its size.
 	ReadData(dst []byte) error
+	// Read reads the current block's bytes as an io.Reader would, io.EOF
+	// once they are all read.
+	Read(p []byte) (int, error)
 	// WriteData copies the current block's bytes to w, letting the kernel
 	// move them socket to socket where w is a connection that can (no
 	// copy through this process's memory), and returns how many it wrote.

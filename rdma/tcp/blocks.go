@@ -350,6 +350,25 @@ func (s *blockStream) ReadData(dst []byte) error {
 	return nil
 }
 
+func (s *blockStream) Read(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if s.pending == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > s.pending {
+		p = p[:s.pending]
+	}
+	s.sc.nc.SetReadDeadline(s.deadline())
+	n, err := s.sc.br.Read(p)
+	s.pending -= int64(n)
+	if err != nil {
+		return n, s.fail(fmt.Errorf("%w: %s broke off a block: %v", rdma.ErrProtocol, s.peer, err))
+	}
+	return n, nil
+}
+
 func (s *blockStream) WriteData(w io.Writer) (int64, error) {
 	if s.err != nil {
 		return 0, s.err
