@@ -195,6 +195,25 @@ type E2EResult struct {
 	Report  *Report
 }
 
+// setTimeScale sets TimeScale, unless given, from Load or Compression, and
+// the load offered to each engine without caching. work is the sample's
+// prefill seconds at time scale 1, wall the replay's span.
+func (o *E2EOptions) setTimeScale(work, wall float64) {
+	switch {
+	case o.TimeScale > 0:
+	case o.Compression == 0 && o.Load > 0 && wall > 0 && work > 0:
+		o.TimeScale = o.Load * float64(o.Engines) * wall / work
+	default:
+		if o.Compression == 0 {
+			o.Compression = 40
+		}
+		o.TimeScale = o.Compression / o.Scale
+	}
+	if wall > 0 {
+		o.offered = work * o.TimeScale / float64(o.Engines) / wall
+	}
+}
+
 // RunE2E replays a sample of a trace against o.Engines engine simulators
 // three times (recompute, local, pool), measures adapter loads against a raw
 // multi-get of the same bytes, and prefill/decode layer streaming.
@@ -226,21 +245,7 @@ func RunE2E(ctx context.Context, o E2EOptions) (*E2EResult, error) {
 	for _, r := range sample {
 		work += model.Seconds(len(r.tokens), 0)
 	}
-	wall := span.Seconds() / o.Scale
-	switch {
-	case o.TimeScale > 0:
-	case o.Compression == 0 && wall > 0:
-		o.TimeScale = o.Load * float64(o.Engines) * wall / work
-	default:
-		if o.Compression == 0 {
-			o.Compression = 40
-		}
-		o.TimeScale = o.Compression / o.Scale
-	}
-	// The prefill load each engine is offered with no caching at all.
-	if wall > 0 {
-		o.offered = work * o.TimeScale / float64(o.Engines) / wall
-	}
+	o.setTimeScale(work, span.Seconds()/o.Scale)
 	cl, err := client.New(o.Addr, client.Options{})
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,5 +97,27 @@ func TestRunE2E(t *testing.T) {
 	}
 	if d := rows["disagg"]; d == nil || d["hidden_frac"].(float64) < 0 || d["hidden_frac"].(float64) > 1 {
 		t.Errorf("disagg row: %v", d)
+	}
+}
+
+func TestE2ETimeScale(t *testing.T) {
+	for _, c := range []struct {
+		name                        string
+		o                           E2EOptions
+		work, wall                  float64
+		wantScale, wantOffered, tol float64
+	}{
+		{"load", E2EOptions{Engines: 2, Scale: 100, Load: 0.7}, 50, 10, 0.28, 0.7, 1e-9},
+		{"compression", E2EOptions{Engines: 2, Scale: 100, Compression: 40}, 50, 10, 0.4, 1, 1e-9},
+		{"neither: compression 40", E2EOptions{Engines: 4, Scale: 10}, 50, 10, 4, 5, 1e-9},
+		{"time scale wins", E2EOptions{Engines: 2, Scale: 100, Load: 0.7, TimeScale: 0.1}, 50, 10, 0.1, 0.25, 1e-9},
+		{"compression wins over load", E2EOptions{Engines: 2, Scale: 100, Load: 0.7, Compression: 20}, 50, 10, 0.2, 0.5, 1e-9},
+		{"no span", E2EOptions{Engines: 2, Scale: 1, Load: 0.7}, 50, 0, 40, 0, 1e-9},
+	} {
+		o := c.o
+		o.setTimeScale(c.work, c.wall)
+		if math.Abs(o.TimeScale-c.wantScale) > c.tol || math.Abs(o.offered-c.wantOffered) > c.tol {
+			t.Errorf("%s: time scale %v, offered load %v; want %v, %v", c.name, o.TimeScale, o.offered, c.wantScale, c.wantOffered)
+		}
 	}
 }

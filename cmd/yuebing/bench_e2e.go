@@ -28,7 +28,10 @@ is loaded layer by layer from the node while the layer's compute runs, and
 checked. Whole conversations are sampled (--requests); arrival times are sped
 up to span --duration (or by --scale), and compute runs --compression times
 slower than that (or by --time-scale), so a conversation's next turn still
-comes long after the previous one's first token, as in the trace.
+comes long after the previous one's first token, as in the trace. --load
+sets compute's speed instead by the prefill load it offers each engine
+without caching (0.5: busy half the time); TTFT gains grow with it, as
+queueing does.
 
 Rows: e2e (one per mode: ttft_mean_s, ttft_p50_s, ttft_p90_s, ttft_p99_s,
 saved_tokens, hit tokens by tier, load and save bytes, overlap_frac = the part
