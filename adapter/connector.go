@@ -423,29 +423,15 @@ func (c *Connector) getByKey(ctx context.Context, keys []block.Key, sizes func(i
 			c.st.transferFallbacks.Add(1)
 			return c.cl.GetBatch(ctx, c.opts.Namespace, keys[i:], fn)
 		}
-		cr := &crcReader{r: st}
+		cr := &block.CRCReader{R: st}
 		if err := fn(client.Frame{Key: k, Checksum: info.Checksum, Length: info.Size}, cr); err != nil {
 			return err
 		}
-		if cr.n == info.Size && cr.sum != info.Checksum {
-			return fmt.Errorf("%w: block %s: received crc32c %08x, the node holds %08x", client.ErrChecksum, k, cr.sum, info.Checksum)
+		if cr.N == info.Size && cr.Sum != info.Checksum {
+			return fmt.Errorf("%w: block %s: received crc32c %08x, the node holds %08x", client.ErrChecksum, k, cr.Sum, info.Checksum)
 		}
 	}
 	return nil
-}
-
-// crcReader checksums what is read through it.
-type crcReader struct {
-	r   io.Reader
-	n   int64
-	sum uint32
-}
-
-func (c *crcReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.sum = block.UpdateChecksum(c.sum, p[:n])
-	c.n += int64(n)
-	return n, err
 }
 
 // putBatch stores items through a shared-memory session when one is at

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
 )
 
 // castagnoli is the CRC-32C table; hash/crc32 uses the SSE4.2 CRC32
@@ -16,6 +17,21 @@ func Checksum(p []byte) uint32 { return updateChecksum(0, p) }
 
 // UpdateChecksum extends a running CRC-32C with p.
 func UpdateChecksum(crc uint32, p []byte) uint32 { return updateChecksum(crc, p) }
+
+// CRCReader reads from R and keeps the CRC-32C and the count of the bytes
+// read, for a reader to check a block as it streams by.
+type CRCReader struct {
+	R   io.Reader
+	N   int64
+	Sum uint32
+}
+
+func (c *CRCReader) Read(p []byte) (int, error) {
+	n, err := c.R.Read(p)
+	c.Sum = updateChecksum(c.Sum, p[:n])
+	c.N += int64(n)
+	return n, err
+}
 
 // Codec says how a stored payload is compressed.
 type Codec uint8

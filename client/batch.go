@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math"
 	"net/http"
@@ -116,29 +115,25 @@ func readFrames(r io.Reader, n int, fn func(Frame, io.Reader) error) error {
 			return fmt.Errorf("%w: multi-get answer has more than %d frames", ErrProtocol, n)
 		}
 		f := Frame{Key: h.Key, Missing: h.Missing(), Tier: h.Tier(), Checksum: h.CRC, Length: int64(h.Length)}
-		data := &checkingReader{r: fr.Data()}
+		data := &checkingReader{block.CRCReader{R: fr.Data()}}
 		if err := fn(f, data); err != nil {
 			return err
 		}
-		if data.n == f.Length && h.HasCRC() && data.sum != f.Checksum {
-			return fmt.Errorf("%w: block %s: received crc32c %08x, server sent %08x", ErrChecksum, f.Key, data.sum, f.Checksum)
+		if data.N == f.Length && h.HasCRC() && data.Sum != f.Checksum {
+			return fmt.Errorf("%w: block %s: received crc32c %08x, server sent %08x", ErrChecksum, f.Key, data.Sum, f.Checksum)
 		}
 	}
 }
 
-type checkingReader struct {
-	r   io.Reader
-	n   int64
-	sum uint32
-}
+// checkingReader checksums a frame's bytes as fn reads them; a malformed
+// frame is the server's protocol error.
+type checkingReader struct{ block.CRCReader }
 
 func (c *checkingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
+	n, err := c.CRCReader.Read(p)
 	if errors.Is(err, frame.ErrMalformed) {
 		err = fmt.Errorf("%w: %w", ErrProtocol, err)
 	}
-	c.sum = crc32.Update(c.sum, castagnoli, p[:n])
-	c.n += int64(n)
 	return n, err
 }
 

@@ -345,12 +345,12 @@ func (s *Staging) GetBatch(ctx context.Context, namespace string, keys []block.K
 				f.Tier = tierLevel(r.Tier)
 			}
 			s.rd.Reset(s.mem[it.Offset : it.Offset+f.Length])
-			data := &checkingReader{r: &s.rd}
+			data := &checkingReader{block.CRCReader{R: &s.rd}}
 			if err := fn(f, data); err != nil {
 				return err
 			}
-			if !f.Missing && data.n == f.Length && data.sum != f.Checksum {
-				return fmt.Errorf("%w: block %s: crc32c %08x in shared memory, server sent %08x", ErrChecksum, f.Key, data.sum, f.Checksum)
+			if !f.Missing && data.N == f.Length && data.Sum != f.Checksum {
+				return fmt.Errorf("%w: block %s: crc32c %08x in shared memory, server sent %08x", ErrChecksum, f.Key, data.Sum, f.Checksum)
 			}
 		}
 	}

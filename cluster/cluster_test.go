@@ -154,21 +154,28 @@ func holderNames(t testing.TB, n *Node, k block.Key) []string {
 	return out
 }
 
+// putIndexed stores k on holder and waits until reader finds holder, and
+// holder alone, holding it.
+func putIndexed(t testing.TB, holder, reader *testNode, k block.Key, data []byte, o tier.PutOptions) {
+	t.Helper()
+	if _, err := holder.store.Put(t.Context(), k, data, o); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if got := holderNames(t, reader.n, k); !slices.Equal(got, []string{holder.n.Name()}) {
+			return fmt.Errorf("holders %v", got)
+		}
+		return nil
+	})
+}
+
 func TestReadAcrossNodes(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	c.waitFormed()
 	a, b := c.nodes[0], c.nodes[1]
 	k := testKey(1)
 	want := value(1, 300<<10)
-	if _, err := a.store.Put(t.Context(), k, want, tier.PutOptions{Meta: []byte("meta")}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, func() error {
-		if got := holderNames(t, b.n, k); !slices.Equal(got, []string{"n0"}) {
-			return fmt.Errorf("holders %v", got)
-		}
-		return nil
-	})
+	putIndexed(t, a, b, k, want, tier.PutOptions{Meta: []byte("meta")})
 	h, o, err := b.store.Fetch(t.Context(), k)
 	if err != nil {
 		t.Fatal(err)

@@ -163,13 +163,11 @@ func (n *Node) readFrom(ctx context.Context, holder uint32, keys []block.Key) ([
 	if !ok {
 		return out, fmt.Errorf("%w: node %d", ErrNotMember, holder)
 	}
-	if err := n.fetches.Acquire(ctx, 1); err != nil {
+	ctx, done, err := n.fetchSlot(ctx)
+	if err != nil {
 		return out, err
 	}
-	defer n.fetches.Release(1)
-	n.stats.fetches.Add(1)
-	ctx, cancel := context.WithTimeout(ctx, n.opts.RequestTimeout)
-	defer cancel()
+	defer done()
 	var ans answers
 	st, err := n.engine.GetBlocks(ctx, m.Addrs.Transfer, keys, n.opts.MaxFetchBytes)
 	if err == nil && n.httpReads {
@@ -229,6 +227,20 @@ func (n *Node) readFrom(ctx context.Context, holder uint32, keys []block.Key) ([
 		out[i] = &Remote{Handle: tier.NewHandle(buf, a.checksum, ref), Origin: a.origin(m.Name)}
 	}
 	return out, nil
+}
+
+// fetchSlot takes one of the node's MaxFetches reads from other nodes and
+// bounds ctx by RequestTimeout; done gives both back.
+func (n *Node) fetchSlot(ctx context.Context) (_ context.Context, done func(), _ error) {
+	if err := n.fetches.Acquire(ctx, 1); err != nil {
+		return ctx, nil, err
+	}
+	n.stats.fetches.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, n.opts.RequestTimeout)
+	return ctx, func() {
+		cancel()
+		n.fetches.Release(1)
+	}, nil
 }
 
 // transferErr words a failure to read from m over the transfer service:

@@ -112,13 +112,11 @@ func (n *Node) relayFrom(ctx context.Context, holder uint32, key block.Key, send
 	if !ok {
 		return false, nil
 	}
-	if err := n.fetches.Acquire(ctx, 1); err != nil {
+	ctx, release, err := n.fetchSlot(ctx)
+	if err != nil {
 		return false, err
 	}
-	defer n.fetches.Release(1)
-	n.stats.fetches.Add(1)
-	ctx, cancel := context.WithTimeout(ctx, n.opts.RequestTimeout)
-	defer cancel()
+	defer release()
 	st, err := n.engine.GetBlocks(ctx, m.Addrs.Transfer, []block.Key{key}, n.opts.MaxFetchBytes)
 	if errors.Is(err, rdma.ErrNotSupported) {
 		return false, ErrNotRelayed

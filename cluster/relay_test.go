@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -30,15 +29,7 @@ func TestRelay(t *testing.T) {
 	a, b := c.nodes[0], c.nodes[1]
 	k := testKey(1)
 	want := value(1, 1<<20)
-	if _, err := a.store.Put(t.Context(), k, want, tier.PutOptions{Meta: []byte("meta")}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, func() error {
-		if got := holderNames(t, b.n, k); !slices.Equal(got, []string{"n0"}) {
-			return fmt.Errorf("holders %v", got)
-		}
-		return nil
-	})
+	putIndexed(t, a, b, k, want, tier.PutOptions{Meta: []byte("meta")})
 	got, o, err := relayAll(b.n, t, k)
 	if err != nil {
 		t.Fatal(err)
@@ -61,15 +52,7 @@ func TestRelay(t *testing.T) {
 	// send's refusal is Relay's answer, and no bytes were read for it.
 	refuse := errors.New("not for you")
 	k2 := testKey(2)
-	if _, err := a.store.Put(t.Context(), k2, value(2, 1000), tier.PutOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, func() error {
-		if got := holderNames(t, b.n, k2); len(got) == 0 {
-			return fmt.Errorf("no holders yet")
-		}
-		return nil
-	})
+	putIndexed(t, a, b, k2, value(2, 1000), tier.PutOptions{})
 	if err := b.n.Relay(t.Context(), k2, func(Relayed) error { return refuse }); !errors.Is(err, refuse) {
 		t.Fatalf("refused relay: %v", err)
 	}

@@ -57,8 +57,7 @@ func (s *serverConn) get(h wire.Header) error {
 				a.Attr = b.Attr
 			}
 		}
-		s.nc.SetWriteDeadline(time.Now().Add(s.t.opts.IOTimeout))
-		err := wire.WriteBlock(s.nc, s.version, h.ID, uint64(i), a, b.Data)
+		err := s.writeBlock(wire.BlockHead(s.version, h.ID, uint64(i), a), b.Data)
 		if b.Release != nil {
 			b.Release()
 		}
@@ -67,6 +66,29 @@ func (s *serverConn) get(h wire.Header) error {
 		}
 		if ok {
 			s.t.stats.blocksSent.Add(1)
+		}
+	}
+	return nil
+}
+
+// writeBlock writes a Block frame's head and the block's bytes, a chunk
+// (wire.ChunkSize) per write deadline: IOTimeout bounds each chunk, not a
+// whole block that a reader relaying it to a slow client takes its time
+// over.
+func (s *serverConn) writeBlock(head, data []byte) error {
+	first := min(len(data), wire.ChunkSize)
+	s.nc.SetWriteDeadline(time.Now().Add(s.t.opts.IOTimeout))
+	bufs := net.Buffers{head}
+	if first > 0 {
+		bufs = append(bufs, data[:first])
+	}
+	if _, err := bufs.WriteTo(s.nc); err != nil {
+		return err
+	}
+	for off := first; off < len(data); off += wire.ChunkSize {
+		s.nc.SetWriteDeadline(time.Now().Add(s.t.opts.IOTimeout))
+		if _, err := s.nc.Write(data[off:min(off+wire.ChunkSize, len(data))]); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -342,9 +364,12 @@ func (s *blockStream) ReadData(dst []byte) error {
 	if int64(len(dst)) != s.pending {
 		return fmt.Errorf("%w: reading %d bytes of a %d-byte block", rdma.ErrInvalidRequest, len(dst), s.pending)
 	}
-	s.sc.nc.SetReadDeadline(s.deadline())
-	if _, err := io.ReadFull(s.sc.br, dst); err != nil {
-		return s.fail(fmt.Errorf("%w: %s broke off a block: %v", rdma.ErrProtocol, s.peer, err))
+	// A deadline per chunk, as the sender writes them.
+	for off := 0; off < len(dst); off += wire.ChunkSize {
+		s.sc.nc.SetReadDeadline(s.deadline())
+		if _, err := io.ReadFull(s.sc.br, dst[off:min(off+wire.ChunkSize, len(dst))]); err != nil {
+			return s.fail(fmt.Errorf("%w: %s broke off a block: %v", rdma.ErrProtocol, s.peer, err))
+		}
 	}
 	s.pending = 0
 	return nil
@@ -389,24 +414,31 @@ func (s *blockStream) WriteData(w io.Writer) (int64, error) {
 	if s.pending == 0 {
 		return n, nil
 	}
-	s.sc.nc.SetReadDeadline(s.deadline())
-	lr := &io.LimitedReader{R: s.sc.nc, N: s.pending}
-	var (
-		m   int64
-		err error
-	)
-	if rf, ok := w.(io.ReaderFrom); ok {
-		m, err = rf.ReadFrom(lr)
-	} else {
-		m, err = io.Copy(w, lr)
-	}
-	n += m
-	s.pending -= m
-	if err == nil && s.pending > 0 {
-		err = fmt.Errorf("%w: %s broke off a block", rdma.ErrProtocol, s.peer)
-	}
-	if err != nil {
-		return n, s.fail(fmt.Errorf("tcp: relaying a block from %s: %w", s.peer, err))
+	// A chunk at a time, each under its own read deadline: a block relayed
+	// to a slow client takes as long as the client does, as long as the
+	// bytes keep moving. A splice moves at most a chunk per call anyway.
+	rf, _ := w.(io.ReaderFrom)
+	for s.pending > 0 {
+		s.sc.nc.SetReadDeadline(s.deadline())
+		lr := &io.LimitedReader{R: s.sc.nc, N: min(s.pending, wire.ChunkSize)}
+		want := lr.N
+		var (
+			m   int64
+			err error
+		)
+		if rf != nil {
+			m, err = rf.ReadFrom(lr)
+		} else {
+			m, err = io.Copy(w, lr)
+		}
+		n += m
+		s.pending -= m
+		if err == nil && m < want {
+			err = fmt.Errorf("%w: %s broke off a block", rdma.ErrProtocol, s.peer)
+		}
+		if err != nil {
+			return n, s.fail(fmt.Errorf("tcp: relaying a block from %s: %w", s.peer, err))
+		}
 	}
 	return n, nil
 }

@@ -290,3 +290,43 @@ func TestGetOnVersion1(t *testing.T) {
 		t.Fatalf("get on version 1 answered %+v %v, want a protocol error", h, err)
 	}
 }
+
+// slowWriter takes about 100 ms a MiB.
+type slowWriter struct{ buf bytes.Buffer }
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(time.Duration(len(p)) * 100 * time.Millisecond / (1 << 20))
+	return w.buf.Write(p)
+}
+
+// TestGetBlocksSlowReader relays a block to a consumer slower than the
+// deadlines allow for the whole block: each chunk keeps within them, so
+// the block gets through.
+func TestGetBlocksSlowReader(t *testing.T) {
+	const size = 6 << 20
+	src := &mapSource{blocks: map[block.Key][]byte{}}
+	src.blocks[blockKey(0)] = bytes.Repeat([]byte("slow"), size/4)
+	opts := func(first int) Options {
+		return Options{Topology: loopbackTopology(first, 1), IOTimeout: 300 * time.Millisecond}
+	}
+	srv := newEngine(t, newTransport(t, opts(1)))
+	srv.ServeBlocks(src)
+	cli := newEngine(t, newTransport(t, opts(2)))
+	st, err := cli.GetBlocks(t.Context(), srv.Addr(), []block.Key{blockKey(0)}, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Next(); err != nil {
+		t.Fatal(err)
+	}
+	var w slowWriter
+	start := time.Now()
+	if n, err := st.WriteData(&w); err != nil || n != size {
+		t.Fatalf("relayed %d bytes: %v", n, err)
+	}
+	if !bytes.Equal(w.buf.Bytes(), src.blocks[blockKey(0)]) {
+		t.Fatal("relayed bytes differ")
+	}
+	t.Logf("%d MiB in %v with a %v deadline per chunk", size>>20, time.Since(start).Round(time.Millisecond), 300*time.Millisecond)
+}

@@ -60,24 +60,35 @@ type BlockAnswer struct {
 	Attr []byte
 }
 
+// BlockHead returns the part of the Block frame of key index of Get id
+// that comes before the block's bytes: header, CRC and attribute, or, for
+// a key not held, the whole frame.
+func BlockHead(version uint8, id, index uint64, a BlockAnswer) []byte {
+	h := Header{Version: version, Type: Block, ID: id, Segment: index}
+	b := make([]byte, HeaderSize, HeaderSize+blockSumSize+len(a.Attr))
+	if !a.Found {
+		h.Code = CodeNotFound
+		h.Put(b)
+		return b
+	}
+	if len(a.Attr) > MaxBlockAttr {
+		panic("BUG: wire: a block attribute over MaxBlockAttr")
+	}
+	b = binary.LittleEndian.AppendUint32(b, a.Checksum)
+	b = append(b, a.Attr...)
+	ctl := b[HeaderSize:]
+	h.Length, h.CRC, h.Offset = uint32(len(ctl)), block.Checksum(ctl), a.Size
+	h.Put(b)
+	return b
+}
+
 // WriteBlock writes the Block frame of key index of Get id, with data (the
 // block's bytes, len(data) == a.Size) when a.Found, in one writev.
 func WriteBlock(w io.Writer, version uint8, id, index uint64, a BlockAnswer, data []byte) error {
-	h := Header{Version: version, Type: Block, ID: id, Segment: index}
-	if !a.Found {
-		h.Code = CodeNotFound
-		return WriteFrame(w, h, nil)
-	}
-	if uint64(len(data)) != a.Size || len(a.Attr) > MaxBlockAttr {
+	if uint64(len(data)) != a.Size {
 		panic("BUG: wire: WriteBlock with a bad answer")
 	}
-	ctl := make([]byte, blockSumSize, blockSumSize+len(a.Attr))
-	binary.LittleEndian.PutUint32(ctl, a.Checksum)
-	ctl = append(ctl, a.Attr...)
-	h.Length, h.CRC, h.Offset = uint32(len(ctl)), block.Checksum(ctl), a.Size
-	var hb [HeaderSize]byte
-	h.Put(hb[:])
-	bufs := net.Buffers{hb[:], ctl}
+	bufs := net.Buffers{BlockHead(version, id, index, a)}
 	if len(data) > 0 {
 		bufs = append(bufs, data)
 	}
