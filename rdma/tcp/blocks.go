@@ -171,21 +171,10 @@ func (p *streamPool) close() {
 
 // dialStream connects to peer for streams and authenticates.
 func (t *Transport) dialStream(ctx context.Context, peer string) (*streamConn, error) {
-	ctx, cancel := context.WithTimeout(ctx, t.opts.DialTimeout)
-	defer cancel()
-	nc, err := t.opts.Dial(ctx, "", peer)
+	nc, br, c, err := t.dialAuth(ctx, "", peer, 16<<10)
 	if err != nil {
-		return nil, fmt.Errorf("tcp: dial %s: %w", peer, err)
-	}
-	t.stats.dials.Add(1)
-	nc.SetDeadline(time.Now().Add(t.opts.DialTimeout))
-	br := bufio.NewReaderSize(nc, 16<<10)
-	c, err := t.handshake(nc, br)
-	if err != nil {
-		nc.Close()
 		return nil, err
 	}
-	nc.SetDeadline(time.Time{})
 	sc := &streamConn{nc: nc, br: br, version: c.Version, peer: peer}
 	if !t.streams.add(sc) {
 		nc.Close()

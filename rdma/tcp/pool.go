@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
 	"github.com/yuebing/yuebing/internal/sieve"
 	"github.com/yuebing/yuebing/rdma"
+	"github.com/yuebing/yuebing/rdma/wire"
 )
 
 // pool keeps one connection per path, made on demand, at most MaxEndpoints
@@ -132,22 +134,35 @@ func (p *pool) close() {
 
 // connect dials path and authenticates.
 func (t *Transport) connect(path rdma.Path) (*endpoint, error) {
-	ctx, cancel := context.WithTimeout(t.ctx, t.opts.DialTimeout)
-	defer cancel()
-	nc, err := t.opts.Dial(ctx, path.Local, path.Remote)
+	nc, br, c, err := t.dialAuth(t.ctx, path.Local, path.Remote, 4<<10)
 	if err != nil {
-		return nil, fmt.Errorf("tcp: dial %s from %s: %w", path.Remote, path.Local, err)
-	}
-	t.stats.dials.Add(1)
-	nc.SetDeadline(time.Now().Add(t.opts.DialTimeout))
-	br := bufio.NewReaderSize(nc, 4<<10)
-	c, err := t.handshake(nc, br)
-	if err != nil {
-		nc.Close()
 		return nil, err
 	}
-	nc.SetDeadline(time.Time{})
 	ep := newEndpoint(t, path, nc, br, c.Version)
 	ep.connID = c.ID
 	return ep, nil
+}
+
+// dialAuth connects from local ("" for any) to remote within DialTimeout
+// and authenticates, reading through a buffer of bufSize bytes.
+func (t *Transport) dialAuth(ctx context.Context, local, remote string, bufSize int) (net.Conn, *bufio.Reader, wire.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.opts.DialTimeout)
+	defer cancel()
+	nc, err := t.opts.Dial(ctx, local, remote)
+	if err != nil {
+		if local == "" {
+			return nil, nil, wire.Conn{}, fmt.Errorf("tcp: dial %s: %w", remote, err)
+		}
+		return nil, nil, wire.Conn{}, fmt.Errorf("tcp: dial %s from %s: %w", remote, local, err)
+	}
+	t.stats.dials.Add(1)
+	nc.SetDeadline(time.Now().Add(t.opts.DialTimeout))
+	br := bufio.NewReaderSize(nc, bufSize)
+	c, err := t.handshake(nc, br)
+	if err != nil {
+		nc.Close()
+		return nil, nil, wire.Conn{}, err
+	}
+	nc.SetDeadline(time.Time{})
+	return nc, br, c, nil
 }
