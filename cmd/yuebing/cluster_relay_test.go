@@ -31,6 +31,13 @@ func TestClusterRelayHolderDies(t *testing.T) {
 		}
 	}
 
+	// The relayed bytes count in the node's response bytes as any others.
+	_, m, _ := b.do(t, "GET", "/metrics", nil, nil)
+	want := fmt.Sprintf(`yuebing_http_response_bytes_total{route="/v1/blocks/:key"} %d`, 2*len(smallData))
+	if !bytes.Contains(m, []byte(want)) {
+		t.Errorf("metrics of b lack %s", want)
+	}
+
 	const size = 48 << 20
 	k, data := chainKeys(t, 1, 62)[0], testData(62, size)
 	a.put(t, k, data, 0)
