@@ -108,6 +108,9 @@ type Counters struct {
 	FetchFailures int64 `json:"fetch_failures"`
 	FetchedBytes  int64 `json:"fetched_bytes"`
 	Admitted      int64 `json:"admitted"`
+	// Relayed counts blocks read from other nodes and relayed to a client
+	// without a copy here (whole-block GETs not admitted).
+	Relayed int64 `json:"relayed"`
 	// Served counts blocks this node sent to readers on other nodes.
 	Served int64 `json:"served"`
 	// Published counts blocks registered with the leader before a put was
@@ -136,7 +139,7 @@ func (n *Node) Counters() Counters {
 	s := &n.stats
 	return Counters{
 		Fetches: s.fetches.Load(), FetchFailures: s.fetchFailures.Load(), FetchedBytes: s.fetchedBytes.Load(),
-		Admitted: s.admitted.Load(), Served: s.served.Load(), Reports: s.reports.Load(), Resyncs: s.resyncs.Load(),
+		Admitted: s.admitted.Load(), Relayed: s.relayed.Load(), Served: s.served.Load(), Reports: s.reports.Load(), Resyncs: s.resyncs.Load(),
 		NameHits: s.nameHits.Load(), NameMisses: s.nameMisses.Load(),
 		Published: s.published.Load(), PublishFailures: s.publishFailures.Load(), Forgotten: s.forgotten.Load(),
 		PeerAsks: s.peerAsks.Load(), LocationHits: s.locCacheHits.Load(), Locates: s.locates.Load(),

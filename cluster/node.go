@@ -110,6 +110,7 @@ type Node struct {
 
 type stats struct {
 	fetches, fetchFailures, fetchedBytes, admitted atomic.Int64
+	relayed                                        atomic.Int64
 	reports, resyncs                               atomic.Int64
 	served, published, publishFailures, forgotten  atomic.Int64
 	peerAsks, locCacheHits, locates                atomic.Int64

@@ -146,6 +146,9 @@ func (n *Node) relayFrom(ctx context.Context, holder uint32, key block.Key, send
 	sent := &countingStream{BlockStream: st}
 	err = send(Relayed{Origin: a.origin(m.Name), st: sent})
 	n.stats.fetchedBytes.Add(sent.n)
+	if err == nil && sent.n == a.size {
+		n.stats.relayed.Add(1)
+	}
 	return true, err
 }
 

@@ -21,6 +21,7 @@ var (
 	descClusterFetchErr = prometheus.NewDesc("yuebing_cluster_fetch_failures_total", "Reads from other nodes that failed.", nil, nil)
 	descClusterFetched  = prometheus.NewDesc("yuebing_cluster_fetched_bytes_total", "Bytes of blocks read from other nodes.", nil, nil)
 	descClusterAdmitted = prometheus.NewDesc("yuebing_cluster_admitted_total", "Blocks read from other nodes and kept here.", nil, nil)
+	descClusterRelayed  = prometheus.NewDesc("yuebing_cluster_relayed_total", "Blocks read from other nodes and relayed to clients without a copy here.", nil, nil)
 	descClusterServed   = prometheus.NewDesc("yuebing_cluster_served_total", "Blocks sent to readers on other nodes.", nil, nil)
 	descClusterPublish  = prometheus.NewDesc("yuebing_cluster_published_total", "Blocks registered with the leader before a put was acknowledged.", nil, nil)
 	descClusterPubFail  = prometheus.NewDesc("yuebing_cluster_publish_failures_total", "Put registrations the leader did not take (the put stood).", nil, nil)
@@ -32,6 +33,8 @@ var (
 	descXferRetries   = prometheus.NewDesc("yuebing_transfer_retries_total", "Transfer slices resubmitted after their path failed.", nil, nil)
 	descXferPathsDown = prometheus.NewDesc("yuebing_transfer_paths_down_total", "Times a transfer path was marked down.", nil, nil)
 	descXferDials     = prometheus.NewDesc("yuebing_transfer_dials_total", "Transfer connections dialled.", nil, nil)
+	descXferSent      = prometheus.NewDesc("yuebing_transfer_blocks_sent_total", "Blocks sent to peers that asked for them by key.", nil, nil)
+	descXferRead      = prometheus.NewDesc("yuebing_transfer_blocks_read_total", "Blocks read from peers by key.", nil, nil)
 
 	descRESPClients  = prometheus.NewDesc("yuebing_resp_connected_clients", "Redis-protocol clients connected.", nil, nil)
 	descRESPConns    = prometheus.NewDesc("yuebing_resp_connections_total", "Redis-protocol connections accepted.", nil, nil)
@@ -50,8 +53,8 @@ var (
 
 func (nc nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClusterMembers, descClusterLeader, descClusterHasLead, descClusterTerm,
-		descClusterFetches, descClusterFetchErr, descClusterFetched, descClusterAdmitted, descClusterServed, descClusterPublish, descClusterPubFail, descClusterPeerAsk,
-		descClusterReports, descClusterResyncs, descXferSlices, descXferRetries, descXferPathsDown, descXferDials,
+		descClusterFetches, descClusterFetchErr, descClusterFetched, descClusterAdmitted, descClusterRelayed, descClusterServed, descClusterPublish, descClusterPubFail, descClusterPeerAsk,
+		descClusterReports, descClusterResyncs, descXferSlices, descXferRetries, descXferPathsDown, descXferDials, descXferSent, descXferRead,
 		descRESPClients, descRESPConns, descRESPRejected, descRESPCommands, descRESPErrors, descRESPHits, descRESPMisses,
 		descRESPNetIn, descRESPNetOut, descCondDecisions, descCondInstances, descCondMigr} {
 		ch <- d
@@ -85,6 +88,7 @@ func (nc nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descClusterFetchErr, c.FetchFailures)
 		counter(descClusterFetched, c.FetchedBytes)
 		counter(descClusterAdmitted, c.Admitted)
+		counter(descClusterRelayed, c.Relayed)
 		counter(descClusterServed, c.Served)
 		counter(descClusterPublish, c.Published)
 		counter(descClusterPubFail, c.PublishFailures)
@@ -96,6 +100,8 @@ func (nc nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descXferRetries, t.Retries)
 			counter(descXferPathsDown, t.PathsDown)
 			counter(descXferDials, t.Dials)
+			counter(descXferSent, t.BlocksSent)
+			counter(descXferRead, t.BlocksRead)
 		}
 	}
 	if r := n.resp; r != nil {

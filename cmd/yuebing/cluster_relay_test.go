@@ -34,8 +34,10 @@ func TestClusterRelayHolderDies(t *testing.T) {
 	// The relayed bytes count in the node's response bytes as any others.
 	_, m, _ := b.do(t, "GET", "/metrics", nil, nil)
 	want := fmt.Sprintf(`yuebing_http_response_bytes_total{route="/v1/blocks/:key"} %d`, 2*len(smallData))
-	if !bytes.Contains(m, []byte(want)) {
-		t.Errorf("metrics of b lack %s", want)
+	for _, want := range []string{want, "yuebing_cluster_relayed_total 2\n", "yuebing_transfer_blocks_read_total 2\n"} {
+		if !bytes.Contains(m, []byte(want)) {
+			t.Errorf("metrics of b lack %s", want)
+		}
 	}
 
 	const size = 48 << 20
