@@ -412,19 +412,8 @@ func (a *API) sendBlock(c *gin.Context, h *tier.Handle, o tier.Origin, meta []by
 		a.fail(c, err)
 		return
 	}
-	hdr.Set("Content-Type", "application/octet-stream")
+	a.setBlockHeaders(hdr, int64(len(data)), h.Checksum(), o, meta)
 	hdr.Set("Content-Length", strconv.FormatInt(end-start, 10))
-	hdr.Set(HeaderCRC, fmt.Sprintf("%08x", h.Checksum()))
-	if o.Level == tier.RemoteLevel {
-		hdr.Set(HeaderTier, "remote")
-	} else {
-		hdr.Set(HeaderTier, a.tierName(o.Level))
-	}
-	hdr.Set(HeaderSize, strconv.Itoa(len(data)))
-	if meta != nil {
-		setMetaHeaders(hdr, meta)
-	}
-	a.setSource(hdr, o)
 	if head {
 		c.Status(http.StatusOK)
 		return
@@ -437,6 +426,24 @@ func (a *API) sendBlock(c *gin.Context, h *tier.Handle, o tier.Origin, meta []by
 	c.Status(status)
 	// Straight from the pinned view to the socket: no copy in between.
 	c.Writer.Write(data[start:end])
+}
+
+// setBlockHeaders sets the headers of an answer with (part of) a block of
+// size bytes and CRC-32C sum, read from o; all but Content-Length. meta,
+// when not nil, is the block's record for the namespace header.
+func (a *API) setBlockHeaders(hdr http.Header, size int64, sum uint32, o tier.Origin, meta []byte) {
+	hdr.Set("Content-Type", "application/octet-stream")
+	hdr.Set(HeaderCRC, fmt.Sprintf("%08x", sum))
+	if o.Level == tier.RemoteLevel {
+		hdr.Set(HeaderTier, "remote")
+	} else {
+		hdr.Set(HeaderTier, a.tierName(o.Level))
+	}
+	hdr.Set(HeaderSize, strconv.FormatInt(size, 10))
+	if meta != nil {
+		setMetaHeaders(hdr, meta)
+	}
+	a.setSource(hdr, o)
 }
 
 func setMetaHeaders(hdr http.Header, meta []byte) {

@@ -563,15 +563,8 @@ func (a *API) relay(c *gin.Context, t target) error {
 		}
 		hdr := c.Writer.Header()
 		hdr.Set("Accept-Ranges", "bytes")
-		hdr.Set("Content-Type", "application/octet-stream")
+		a.setBlockHeaders(hdr, r.Origin.Info.Size, r.Origin.Info.Checksum, r.Origin, meta)
 		hdr.Set("Content-Length", strconv.FormatInt(r.Origin.Info.Size, 10))
-		hdr.Set(HeaderCRC, fmt.Sprintf("%08x", r.Origin.Info.Checksum))
-		hdr.Set(HeaderTier, "remote")
-		hdr.Set(HeaderSize, strconv.FormatInt(r.Origin.Info.Size, 10))
-		if meta != nil {
-			setMetaHeaders(hdr, meta)
-		}
-		a.setSource(hdr, r.Origin)
 		c.Status(http.StatusOK)
 		c.Writer.WriteHeaderNow()
 		// The writer gin wraps is the one that can splice.
