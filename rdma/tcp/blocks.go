@@ -199,7 +199,16 @@ func (t *Transport) GetBlocks(ctx context.Context, peer string, keys []block.Key
 			return nil, ctxErr(ctx, err)
 		}
 	}
-	if err := s.begin(sc); err != nil {
+	err = s.begin(sc)
+	if err != nil && s.reused && stale(err) && ctx.Err() == nil {
+		// The peer closed the idle connection: once more on a fresh one.
+		s.reused = false
+		if sc, err = t.dialStream(ctx, peer); err != nil {
+			return nil, ctxErr(ctx, err)
+		}
+		err = s.begin(sc)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -248,7 +257,9 @@ func (s *blockStream) begin(sc *streamConn) error {
 	}
 	sc.nc.SetWriteDeadline(s.deadline())
 	if _, err := sc.nc.Write(buf); err != nil {
-		return s.fail(fmt.Errorf("tcp: get from %s: %w", s.peer, err))
+		s.stop()
+		s.t.streams.done(sc, false, 0)
+		return ctxErr(s.ctx, fmt.Errorf("tcp: get from %s: %w", s.peer, err))
 	}
 	return nil
 }
@@ -314,6 +325,7 @@ func (s *blockStream) Next() (rdma.BlockInfo, error) {
 			return rdma.BlockInfo{}, s.err
 		}
 		if err := s.begin(sc); err != nil {
+			s.err = err
 			return rdma.BlockInfo{}, err
 		}
 		s.sc.nc.SetReadDeadline(s.deadline())
