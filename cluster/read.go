@@ -168,11 +168,13 @@ func (n *Node) readFrom(ctx context.Context, holder uint32, keys []block.Key) ([
 		return out, err
 	}
 	defer done()
-	var ans answers
-	st, err := n.engine.GetBlocks(ctx, m.Addrs.Transfer, keys, n.opts.MaxFetchBytes)
-	if err == nil && n.httpReads {
-		st.Close()
-		err = rdma.ErrNotSupported
+	var (
+		ans answers
+		st  rdma.BlockStream
+	)
+	err = rdma.ErrNotSupported
+	if !n.httpReads {
+		st, err = n.engine.GetBlocks(ctx, m.Addrs.Transfer, keys, n.opts.MaxFetchBytes)
 	}
 	switch {
 	case err == nil:
