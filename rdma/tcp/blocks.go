@@ -71,12 +71,22 @@ func (s *serverConn) get(h wire.Header) error {
 	return nil
 }
 
-// writeBlock writes a Block frame's head and the block's bytes, a chunk
-// (wire.ChunkSize) per write deadline: IOTimeout bounds each chunk, not a
-// whole block that a reader relaying it to a slow client takes its time
-// over.
+// leadBytes is how much of a block goes out with its frame's head, before
+// the rest. Over loopback a block written in one call reaches the reader
+// only once all of it is in the socket, so holder and reader take turns;
+// a first piece of 16 KiB lets the reader start on a block while the rest
+// is written. BenchmarkGetBlocks: 64 blocks of 64 KiB 1.7-2.0 GB/s against
+// 1.1-1.3 in one write each, 1 MiB blocks unchanged (2.8 GB/s); every
+// block in 16 KiB writes costs the large ones a fifth, in 64 KiB writes
+// two thirds.
+const leadBytes = 16 << 10
+
+// writeBlock writes a Block frame's head with the block's first bytes,
+// then the rest a chunk (wire.ChunkSize) per write deadline: IOTimeout
+// bounds each chunk, not a whole block that a reader relaying it to a slow
+// client takes its time over.
 func (s *serverConn) writeBlock(head, data []byte) error {
-	first := min(len(data), wire.ChunkSize)
+	first := min(len(data), leadBytes)
 	s.nc.SetWriteDeadline(time.Now().Add(s.t.opts.IOTimeout))
 	bufs := net.Buffers{head}
 	if first > 0 {
