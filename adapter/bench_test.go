@@ -3,6 +3,8 @@ package adapter_test
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/client"
 	"github.com/yuebing/yuebing/internal/servetest"
+	"github.com/yuebing/yuebing/rdma"
 )
 
 // BenchmarkLoad measures loading a cached prefix of 16 blocks of the sim-70b
@@ -21,17 +24,29 @@ import (
 // Allocations per op show that block bytes are never copied through the
 // heap.
 func BenchmarkLoad(b *testing.B) {
-	_, url := servetest.Serve(b, "--dram-capacity", "512MiB", "--ssd-capacity", "1GiB")
+	// In a cluster of one, so that its transfer service serves reads by
+	// key: the path of an engine on another host.
+	const token = "adapter-bench-cluster-token"
+	tokFile := filepath.Join(b.TempDir(), "token")
+	if err := os.WriteFile(tokFile, []byte(token), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	proc, url := servetest.Serve(b, "--dram-capacity", "512MiB", "--ssd-capacity", "1GiB",
+		"--transfer-listen", "127.0.0.1:0", "--cluster", "adapterbench", "--node-name", "a",
+		"--etcd-embedded", "--etcd-embedded-listen", "127.0.0.1:0", "--cluster-token-file", tokFile)
+	xfer := transferEngine(b, token)
 	for _, tc := range []struct {
 		preset        string
 		tokens, count int
 	}{{"sim-70b", 512, 16}, {"qwen2-7b", 256, 4}, {"llama-3-8b", 256, 2}} {
 		layout, _ := adapter.Preset(tc.preset, tc.tokens)
-		b.Run(fmt.Sprintf("%s-%dKiB", tc.preset, layout.LayerBytes()>>10), func(b *testing.B) { benchLoad(b, url, layout, tc.count) })
+		b.Run(fmt.Sprintf("%s-%dKiB", tc.preset, layout.LayerBytes()>>10), func(b *testing.B) {
+			benchLoad(b, url, layout, tc.count, xfer, proc.Banner["transfer"])
+		})
 	}
 }
 
-func benchLoad(b *testing.B, url string, layout adapter.Layout, blocks int) {
+func benchLoad(b *testing.B, url string, layout adapter.Layout, blocks int, xfer *rdma.Engine, xferAddr string) {
 	cl, err := client.New(url, client.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -95,6 +110,21 @@ func benchLoad(b *testing.B, url string, layout adapter.Layout, blocks int) {
 			if res.Blocks != blocks {
 				b.Fatal(res.Err)
 			}
+		}
+	})
+	b.Run("adapter-transfer", func(b *testing.B) {
+		c1, _ := adapter.New(adapter.Options{Client: cl, Namespace: ns, Layout: layout, DisableShm: true, Transfer: xfer, TransferAddr: xferAddr})
+		defer c1.Close(ctx)
+		b.SetBytes(total)
+		b.ReportAllocs()
+		for b.Loop() {
+			res, _ := c1.Load(ctx, plan, dst).Result(ctx)
+			if res.Blocks != blocks {
+				b.Fatal(res.Err)
+			}
+		}
+		if s := c1.Stats(); s.TransferLoadRequests == 0 || s.TransferFallbacks != 0 {
+			b.Fatalf("loads not over the transfer service: %+v", s)
 		}
 	})
 	b.Run("adapter-group-per-request", func(b *testing.B) {

@@ -13,7 +13,7 @@ import (
 )
 
 // transferEngine starts an rdma engine presenting token.
-func transferEngine(t *testing.T, token string) *rdma.Engine {
+func transferEngine(t testing.TB, token string) *rdma.Engine {
 	t.Helper()
 	tr, err := tcp.New(tcp.Options{Topology: rdma.Topology{rdma.AnyLocation: {Preferred: []string{"127.0.0.1:0"}}}})
 	if err != nil {

@@ -181,7 +181,7 @@ func (p *streamPool) close() {
 
 // dialStream connects to peer for streams and authenticates.
 func (t *Transport) dialStream(ctx context.Context, peer string) (*streamConn, error) {
-	nc, br, c, err := t.dialAuth(ctx, "", peer, 16<<10)
+	nc, br, c, err := t.dialAuth(ctx, "", peer, 64<<10)
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +396,9 @@ func (s *blockStream) Read(p []byte) (int, error) {
 	if int64(len(p)) > s.pending {
 		p = p[:s.pending]
 	}
-	s.sc.nc.SetReadDeadline(s.deadline())
+	if s.sc.br.Buffered() == 0 {
+		s.sc.nc.SetReadDeadline(s.deadline())
+	}
 	n, err := s.sc.br.Read(p)
 	s.pending -= int64(n)
 	if err != nil {
