@@ -90,55 +90,38 @@ func benchLoad(b *testing.B, url string, layout adapter.Layout, blocks int, xfer
 	// the first sub-benchmark would pay for it.
 	time.Sleep(3 * time.Second)
 
-	b.Run("adapter", func(b *testing.B) {
-		b.SetBytes(total)
-		b.ReportAllocs()
-		for b.Loop() {
-			res, _ := c.Load(ctx, plan, dst).Result(ctx)
-			if res.Blocks != blocks {
-				b.Fatal(res.Err)
+	// loads times Loads of the plan on the connector above, or, with mod,
+	// on one whose options mod changes; check looks at its counters after.
+	loads := func(name string, mod func(*adapter.Options), check func(adapter.Stats) bool) {
+		b.Run(name, func(b *testing.B) {
+			lc := c
+			if mod != nil {
+				o := adapter.Options{Client: cl, Namespace: ns, Layout: layout}
+				mod(&o)
+				var err error
+				if lc, err = adapter.New(o); err != nil {
+					b.Fatal(err)
+				}
+				defer lc.Close(ctx)
 			}
-		}
-	})
-	b.Run("adapter-http", func(b *testing.B) {
-		c1, _ := adapter.New(adapter.Options{Client: cl, Namespace: ns, Layout: layout, DisableShm: true})
-		defer c1.Close(ctx)
-		b.SetBytes(total)
-		b.ReportAllocs()
-		for b.Loop() {
-			res, _ := c1.Load(ctx, plan, dst).Result(ctx)
-			if res.Blocks != blocks {
-				b.Fatal(res.Err)
+			b.SetBytes(total)
+			b.ReportAllocs()
+			for b.Loop() {
+				res, _ := lc.Load(ctx, plan, dst).Result(ctx)
+				if res.Blocks != blocks {
+					b.Fatal(res.Err)
+				}
 			}
-		}
-	})
-	b.Run("adapter-transfer", func(b *testing.B) {
-		c1, _ := adapter.New(adapter.Options{Client: cl, Namespace: ns, Layout: layout, DisableShm: true, Transfer: xfer, TransferAddr: xferAddr})
-		defer c1.Close(ctx)
-		b.SetBytes(total)
-		b.ReportAllocs()
-		for b.Loop() {
-			res, _ := c1.Load(ctx, plan, dst).Result(ctx)
-			if res.Blocks != blocks {
-				b.Fatal(res.Err)
+			if check != nil && !check(lc.Stats()) {
+				b.Fatalf("%s: stats %+v", name, lc.Stats())
 			}
-		}
-		if s := c1.Stats(); s.TransferLoadRequests == 0 || s.TransferFallbacks != 0 {
-			b.Fatalf("loads not over the transfer service: %+v", s)
-		}
-	})
-	b.Run("adapter-group-per-request", func(b *testing.B) {
-		c1, _ := adapter.New(adapter.Options{Client: cl, Namespace: ns, Layout: layout, LoadRequestBytes: 1})
-		defer c1.Close(ctx)
-		b.SetBytes(total)
-		b.ReportAllocs()
-		for b.Loop() {
-			res, _ := c1.Load(ctx, plan, dst).Result(ctx)
-			if res.Blocks != blocks {
-				b.Fatal(res.Err)
-			}
-		}
-	})
+		})
+	}
+	loads("adapter", nil, nil)
+	loads("adapter-http", func(o *adapter.Options) { o.DisableShm = true }, nil)
+	loads("adapter-transfer", func(o *adapter.Options) { o.DisableShm, o.Transfer, o.TransferAddr = true, xfer, xferAddr },
+		func(s adapter.Stats) bool { return s.TransferLoadRequests > 0 && s.TransferFallbacks == 0 })
+	loads("adapter-group-per-request", func(o *adapter.Options) { o.LoadRequestBytes = 1 }, nil)
 	b.Run("whole-blocks-baseline", func(b *testing.B) {
 		b.SetBytes(total)
 		b.ReportAllocs()
