@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"net"
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/rdma"
@@ -80,20 +79,6 @@ func BlockHead(version uint8, id, index uint64, a BlockAnswer) []byte {
 	h.Length, h.CRC, h.Offset = uint32(len(ctl)), block.Checksum(ctl), a.Size
 	h.Put(b)
 	return b
-}
-
-// WriteBlock writes the Block frame of key index of Get id, with data (the
-// block's bytes, len(data) == a.Size) when a.Found, in one writev.
-func WriteBlock(w io.Writer, version uint8, id, index uint64, a BlockAnswer, data []byte) error {
-	if uint64(len(data)) != a.Size {
-		panic("BUG: wire: WriteBlock with a bad answer")
-	}
-	bufs := net.Buffers{BlockHead(version, id, index, a)}
-	if len(data) > 0 {
-		bufs = append(bufs, data)
-	}
-	_, err := bufs.WriteTo(w)
-	return err
 }
 
 // ReadBlock reads the rest of a Block frame whose header is h, up to the

@@ -60,7 +60,7 @@ const (
 	Get Type = 11
 	// Block (server, version 2) answers one key of a Get: found or not
 	// held, the block's CRC-32C and attribute, then its bytes (see
-	// WriteBlock).
+	// BlockHead).
 	Block Type = 12
 )
 
