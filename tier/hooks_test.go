@@ -61,10 +61,14 @@ func TestOnChange(t *testing.T) {
 	f("duplicate put")
 	// A second block evicts the first to SSD.
 	put(t, h, k(2), make([]byte, 600<<10))
-	eventually(t, "the demotion", func() bool { return h.Stats().Tiers[1].Blocks != 0 })
-	// The demotion and the put's commit race; each key's own events are
-	// in order.
-	got := log.take()
+	// The tier's counters move before the hooks run, so wait for the
+	// events themselves. The demotion and the put's commit race; each
+	// key's own events are in order.
+	var got []string
+	eventually(t, "the demotion's events", func() bool {
+		got = append(got, log.take()...)
+		return len(got) >= 3
+	})
 	var k1, k2 []string
 	for _, e := range got {
 		if e[:2] == "k1" {
