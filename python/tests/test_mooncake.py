@@ -8,8 +8,8 @@ import unittest
 
 from support import URL, SHM, client, fresh_namespace, need_server, pattern
 
-from yuebing.mooncake import (BufferHandle, ErrorCode, MooncakeDistributedStore, ReplicateConfig, SoftPinAction,
-                              parse_size)
+from yuebing.mooncake import (BufferHandle, ErrorCode, MooncakeDistributedStore, MooncakeHostMemAllocator,
+                              ReplicateConfig, SoftPinAction, parse_size)
 
 NOT_FOUND, INVALID = int(ErrorCode.OBJECT_NOT_FOUND), int(ErrorCode.INVALID_PARAMS)
 
@@ -138,7 +138,12 @@ class MooncakeTest(unittest.TestCase):
         self.assertEqual(self.s.get_into("z", ctypes.addressof(other), 4096), INVALID)
         self.assertEqual(self.s.put_from("u", ctypes.addressof(other), 10), INVALID)
         self.assertEqual(self.s.put_from("u", self.ptr + (4 << 20) - 5, 10), INVALID)  # runs past the end
-        self.assertEqual(self.s.put_from("u", self.ptr, 0), INVALID)
+        self.assertEqual(self.s.put_from("u", self.ptr, 0), 0)  # Mooncake: nothing stored, success
+        self.assertEqual(self.s.is_exist("u"), 0)
+        same_node = ReplicateConfig()
+        same_node.prefer_alloc_in_same_node = True  # only the *_multi_buffers calls take it
+        self.assertEqual(self.s.put_from("u", self.ptr, 10, same_node), INVALID)
+        self.assertEqual(self.s.put("u", b"x", same_node), INVALID)
         self.assertEqual(self.s.unregister_buffer(ctypes.addressof(other)), INVALID)
         self.assertEqual(self.s.register_buffer(0, 10), INVALID)
         self.assertEqual(self.s.register_buffer(self.ptr, -1), INVALID)
@@ -231,6 +236,83 @@ class MooncakeTest(unittest.TestCase):
             self.assertEqual(self.s.batch_put_from(["never"], [self.ptr], [1], bad), [INVALID])
         self.assertEqual(self.s.is_exist("never"), 0)
         self.assertIn("soft_pin_action=ENABLE", str(on))
+
+    def test_multi_buffers(self):
+        # vLLM's layout: a block's object is one buffer per layer, here
+        # scattered over the registered region out of order.
+        layers, n = 4, 48 << 10
+        vals = [pattern(40 + i, layers * n) for i in range(3)]
+        keys = [f"blk{i}" for i in range(3)]
+        src = [[self.ptr + ((l * 3 + i) * n) for l in range(layers)] for i in range(3)]
+        for i, v in enumerate(vals):
+            for l in range(layers):
+                ctypes.memmove(src[i][l], v[l * n:(l + 1) * n], n)
+        sizes = [[n] * layers for _ in range(3)]
+        self.assertEqual(self.s.batch_put_from_multi_buffers(keys, src, sizes), [0, 0, 0])
+        self.assertEqual(self.s.get("blk1"), vals[1])  # stored as the buffers joined
+        dst = [[self.ptr + (2 << 20) + ((i * layers + (layers - 1 - l)) * n) for l in range(layers)] for i in range(3)]
+        ctypes.memset(self.ptr + (2 << 20), 0, 2 << 20)
+        got = self.s.batch_get_into_multi_buffers(keys + ["missing"], dst + [[dst[0][0]]], sizes + [[n]])
+        self.assertEqual(got, [layers * n] * 3 + [NOT_FOUND])
+        for i, v in enumerate(vals):
+            for l in range(layers):
+                self.assertEqual(ctypes.string_at(dst[i][l], n), v[l * n:(l + 1) * n], (i, l))
+        # One buffer per key reads straight in; buffers larger than the
+        # object take what it has; smaller ones are refused, writing nothing.
+        self.assertEqual(self.s.batch_get_into_multi_buffers(["blk0"], [[dst[0][0]]], [[layers * n]]), [layers * n])
+        self.assertEqual(ctypes.string_at(dst[0][0], layers * n), vals[0])
+        self.assertEqual(self.s.batch_get_into_multi_buffers(["blk2"], [dst[1][:2]], [[n * layers, n]]), [layers * n])
+        self.assertEqual(ctypes.string_at(dst[1][0], layers * n), vals[2])
+        ctypes.memset(dst[2][0], 7, n)
+        self.assertEqual(self.s.batch_get_into_multi_buffers(["blk2"], [dst[2][:2]], [[n, n]]), [INVALID])
+        self.assertEqual(ctypes.string_at(dst[2][0], n), b"\x07" * n)
+        # Shapes that do not match fail every key, as in Mooncake.
+        self.assertEqual(self.s.batch_put_from_multi_buffers(keys[:2], src[:2], [sizes[0], [n]]), [INVALID] * 2)
+        self.assertEqual(self.s.batch_get_into_multi_buffers(keys[:2], dst[:1], sizes[:2]), [INVALID] * 2)
+        # Unregistered memory and bad keys fail only their own key.
+        other = (ctypes.c_ubyte * 64)()
+        self.assertEqual(self.s.batch_put_from_multi_buffers(["x", "", "y"], [[ctypes.addressof(other)], [self.ptr], [self.ptr]],
+                                                             [[8], [8], [8]]), [INVALID, INVALID, 0])
+        same_node = ReplicateConfig()
+        same_node.prefer_alloc_in_same_node = True  # taken here
+        self.assertEqual(self.s.batch_put_from_multi_buffers(["z"], [[self.ptr, self.ptr + 8]], [[8, 8]], same_node), [0])
+        self.assertEqual(self.s.get("z"), ctypes.string_at(self.ptr, 16))
+
+    def test_host_allocator(self):
+        a = MooncakeHostMemAllocator()
+        ptr = a.alloc(1 << 20)
+        self.assertNotEqual(ptr, 0)
+        self.addCleanup(a.free, ptr)
+        data = pattern(50, 1 << 20)
+        ctypes.memmove(ptr, data, len(data))
+        # Allocator memory needs no register_buffer.
+        self.assertEqual(self.s.put_from("alloc", ptr, len(data)), 0)
+        ctypes.memset(ptr, 0, len(data))
+        self.assertEqual(self.s.get_into("alloc", ptr, len(data)), len(data))
+        self.assertEqual(ctypes.string_at(ptr, len(data)), data)
+        self.assertEqual(a.alloc(0), 0)
+        self.assertEqual(a.free(12345), INVALID)
+        p2 = a.alloc(4096)
+        self.assertEqual(a.free(p2), 0)
+        self.assertEqual(self.s.put_from("freed", p2, 16), INVALID)  # no longer ours to read
+
+    def test_setup_forms(self):
+        s = MooncakeDistributedStore()
+        self.addCleanup(s.close)
+        # Newer Mooncake callers (SGLang) pass these by keyword.
+        self.assertEqual(s.setup("localhost", "P2PHANDSHAKE", 1 << 30, 1 << 26, "tcp", "", hostport(), None,
+                                 enable_client_http_server=False, ssd_offload_path="", tenant_id=self.ns.split("/")[1]), 0)
+        self.assertEqual(s.put("t", b"tenant"), 0)
+        native = client(namespace="mooncake/" + self.ns.split("/")[1])
+        self.addCleanup(native.close)
+        self.assertEqual(native.get("t"), b"tenant")
+        self.assertEqual(s.remove_all(force=True), 1)
+        self.assertEqual(s.setup("localhost", "x", 1, 1, "tcp", "", hostport(), tenant_id="a/b"), INVALID)
+        d = MooncakeDistributedStore()
+        self.addCleanup(d.close)
+        self.assertEqual(d.setup_dummy(1 << 30, 1 << 26, hostport()), 0)
+        self.assertEqual(d.put("dummy", b"x"), 0)
+        self.assertEqual(d.remove("dummy"), 0)
 
     def test_upsert_from(self):
         ctypes.memmove(self.ptr, b"first", 5)

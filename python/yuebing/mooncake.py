@@ -23,6 +23,7 @@ import ctypes
 import enum
 import json
 import math
+import mmap
 import os
 import re
 import threading
@@ -114,6 +115,50 @@ class BufferHandle(bytearray):
         return ctypes.addressof((ctypes.c_char * len(self)).from_buffer(self))
 
 
+# Memory from MooncakeHostMemAllocator: address -> its mapping. The
+# zero-copy calls of every store accept it as if registered, since that is
+# what it is allocated for.
+_allocated: dict[int, mmap.mmap] = {}
+_allocated_lock = threading.Lock()
+
+
+class MooncakeHostMemAllocator:
+    """Mooncake's host-memory allocator: ``alloc(size)`` returns the
+    address of size bytes of zeroed, page-aligned memory (0 when it cannot
+    be had), ``free(ptr)`` gives it back (0, or INVALID_PARAMS for an
+    address it did not hand out). The memory is usable with every store's
+    zero-copy calls without ``register_buffer``."""
+
+    def __init__(self, use_hugepage: bool | None = None, hugepage_size=None):
+        self.use_hugepage = bool(use_hugepage)  # accepted; the kernel decides (transparent huge pages)
+        self.hugepage_size = hugepage_size
+
+    def alloc(self, size: int) -> int:
+        if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+            return 0
+        try:
+            m = mmap.mmap(-1, size)
+        except (OSError, ValueError, OverflowError):
+            return 0
+        ptr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+        with _allocated_lock:
+            _allocated[ptr] = m
+        return ptr
+
+    def free(self, ptr: int) -> int:
+        with _allocated_lock:
+            m = _allocated.pop(ptr, None)
+        if m is None:
+            return int(ErrorCode.INVALID_PARAMS)
+        try:
+            m.close()
+        except BufferError:
+            # A view of it is still alive (a memoryview a caller kept): the
+            # mapping goes when that does.
+            pass
+        return 0
+
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -155,6 +200,14 @@ def _code(e: Exception) -> int:
     return ErrorCode.INTERNAL_ERROR
 
 
+def _len(x) -> int:
+    """len of a list argument, -1 for anything without one."""
+    try:
+        return len(x)
+    except TypeError:
+        return -1
+
+
 def _key_ok(key) -> bool:
     return isinstance(key, str) and 0 < len(key.encode()) <= 256
 
@@ -174,7 +227,8 @@ class MooncakeDistributedStore:
 
     def setup(self, local_hostname, metadata_server=None, global_segment_size=16 << 20,
               local_buffer_size=16 << 20, protocol="tcp", rdma_devices="",
-              master_server_addr="127.0.0.1:50051", engine=None) -> int:
+              master_server_addr="127.0.0.1:50051", transfer_engine=None, *, engine=None,
+              tenant_id: str | None = None, **ignored) -> int:
         """Connects to the yuebing node at master_server_addr (its HTTP
         address, "host:port" or "http://host:port"). Mooncake's seven
         positional arguments, or one dict with the keys of Mooncake's JSON
@@ -182,7 +236,10 @@ class MooncakeDistributedStore:
         local_buffer_size, protocol, device_name, master_server_address)
         plus yuebing's namespace, token and shm. Returns 0, or a negative
         code: INVALID_PARAMS for a bad argument, RPC_FAIL when the node
-        does not answer."""
+        does not answer. ``tenant_id`` names the namespace
+        ("mooncake/<tenant_id>"); the keywords newer Mooncake releases take
+        (enable_client_http_server, ssd_offload_path, ...) are accepted and
+        ignored."""
         cfg: dict = {}
         if isinstance(local_hostname, dict):
             cfg = dict(local_hostname)
@@ -200,7 +257,11 @@ class MooncakeDistributedStore:
             return ErrorCode.INVALID_PARAMS
         if str(protocol).lower() not in ("tcp", "rdma", "nvlink", "ascend", "cxl", "shm"):
             return ErrorCode.INVALID_PARAMS
-        ns = cfg.get("namespace") or os.environ.get("YUEBING_NAMESPACE") or "mooncake/default"
+        tenant = cfg.get("tenant_id", tenant_id)
+        if tenant is not None and (not isinstance(tenant, str) or not tenant or "/" in tenant):
+            return ErrorCode.INVALID_PARAMS
+        ns = cfg.get("namespace") or (f"mooncake/{tenant}" if tenant else None) or \
+            os.environ.get("YUEBING_NAMESPACE") or "mooncake/default"
         token = cfg.get("token") or os.environ.get("YUEBING_TOKEN") or None
         # The local buffer is Mooncake's staging area for the copying
         # calls; here it sizes the shared-memory segment.
@@ -220,6 +281,12 @@ class MooncakeDistributedStore:
         self._hostname = local_hostname
         return 0
 
+    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address) -> int:
+        """Mooncake's client that talks to a store daemon on the same host:
+        here server_address is the yuebing node's HTTP address, and the
+        call is setup() with the two sizes."""
+        return self.setup("localhost", "P2PHANDSHAKE", mem_pool_size, local_buffer_size, "tcp", "", server_address)
+
     def close(self) -> int:
         if self._c is not None:
             self._c.close()
@@ -235,6 +302,15 @@ class MooncakeDistributedStore:
         return self._c
 
     # -- pins ---------------------------------------------------------------
+
+    @classmethod
+    def _put_error(cls, config: ReplicateConfig | None) -> int:
+        """_pin_error, and Mooncake's refusal of prefer_alloc_in_same_node
+        by the calls that write one buffer per key (only the
+        *_multi_buffers calls take it)."""
+        if config is not None and getattr(config, "prefer_alloc_in_same_node", False):
+            return ErrorCode.INVALID_PARAMS
+        return cls._pin_error(config)
 
     @staticmethod
     def _pin_error(config: ReplicateConfig | None) -> int:
@@ -307,7 +383,7 @@ class MooncakeDistributedStore:
     def put(self, key: str, value, config: ReplicateConfig | None = None) -> int:
         """Stores value (bytes-like) under key. An existing key is kept as
         it is and the put succeeds (objects are immutable; see upsert)."""
-        if not _key_ok(key) or self._pin_error(config):
+        if not _key_ok(key) or self._put_error(config):
             return ErrorCode.INVALID_PARAMS
         try:
             if len(memoryview(value)) == 0:
@@ -318,8 +394,13 @@ class MooncakeDistributedStore:
             return _code(e)
 
     def put_parts(self, key: str, *parts, config: ReplicateConfig | None = None) -> int:
+        """Stores the parts joined; parts of no bytes at all store nothing
+        and succeed, as in Mooncake."""
         try:
-            return self.put(key, b"".join(memoryview(p).cast("B") for p in parts), config)
+            value = b"".join(memoryview(p).cast("B") for p in parts)
+            if not value and _key_ok(key) and not self._put_error(config):
+                return 0
+            return self.put(key, value, config)
         except (ValueError, TypeError):
             return ErrorCode.INVALID_PARAMS
 
@@ -340,7 +421,7 @@ class MooncakeDistributedStore:
         """Stores each value; 0 when all succeeded, else the first key's
         error code (the others are still stored)."""
         keys, values = list(keys), list(values)
-        if len(keys) != len(values) or not all(_key_ok(k) for k in keys) or self._pin_error(config):
+        if len(keys) != len(values) or not all(_key_ok(k) for k in keys) or self._put_error(config):
             return ErrorCode.INVALID_PARAMS
         if not keys:
             return 0
@@ -445,13 +526,14 @@ class MooncakeDistributedStore:
     def batch_remove(self, keys, force: bool = False) -> list[int]:
         return [self.remove(k, force) for k in keys]
 
-    def remove_all(self) -> int:
+    def remove_all(self, force: bool = False) -> int:
         """Removes every object of this store's namespace; returns how many,
-        or -1 on an error."""
+        or a negative code. force is accepted: nothing here holds a lease
+        that would keep an object."""
         try:
             n = self._client().clear()
-        except YuebingError:
-            return -1
+        except YuebingError as e:
+            return _code(e)
         with self._lock:
             pins, self._pins = set(self._pins.values()), {}
         for ctx in pins:
@@ -496,15 +578,21 @@ class MooncakeDistributedStore:
         with self._lock:
             ok = any(base <= ptr and ptr + size <= base + n for base, n in self._buffers.items())
         if not ok:
+            with _allocated_lock:
+                ok = any(base <= ptr and ptr + size <= base + len(m) for base, m in _allocated.items())
+        if not ok:
             raise BadRequest(0, "bad_request", f"[{ptr:#x}, +{size}) is not inside a registered buffer")
         return memoryview((ctypes.c_char * size).from_address(ptr)).cast("B")
 
     # -- zero copy ------------------------------------------------------------
 
     def put_from(self, key: str, buffer_ptr: int, size: int, config: ReplicateConfig | None = None) -> int:
-        """Stores size bytes at buffer_ptr (inside a registered buffer)."""
-        if not _key_ok(key) or self._pin_error(config):
+        """Stores size bytes at buffer_ptr (inside a registered buffer);
+        size 0 stores nothing and succeeds, as in Mooncake."""
+        if not _key_ok(key) or self._put_error(config):
             return ErrorCode.INVALID_PARAMS
+        if size == 0 and isinstance(buffer_ptr, int):
+            return 0
         try:
             self._client().put(key, self._view(buffer_ptr, size), replicas=self._replicas(config))
             return self._pin([key], config)
@@ -531,15 +619,40 @@ class MooncakeDistributedStore:
     def batch_put_from(self, keys, buffer_ptrs, sizes, config: ReplicateConfig | None = None) -> list[int]:
         """One code per key; mismatched lengths fail every key."""
         keys, ptrs, sizes = list(keys), list(buffer_ptrs), list(sizes)
-        if not (len(keys) == len(ptrs) == len(sizes)) or self._pin_error(config):
+        if not (len(keys) == len(ptrs) == len(sizes)) or self._put_error(config):
             return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        return self._puts(keys, [[p] for p in ptrs], [[n] for n in sizes], config)
+
+    def batch_put_from_multi_buffers(self, keys, all_buffer_ptrs, all_sizes,
+                                     config: ReplicateConfig | None = None) -> list[int]:
+        """Stores each object from several buffers, its bytes the buffers'
+        in order (the layout Mooncake's vLLM connector writes: one buffer
+        per layer of a block). One code per key; lengths that do not match,
+        at either level, fail every key."""
+        keys, ptrs, sizes = list(keys), list(all_buffer_ptrs), list(all_sizes)
+        if not (len(keys) == len(ptrs) == len(sizes)) or self._pin_error(config) or \
+                any(_len(p) != _len(n) for p, n in zip(ptrs, sizes)):
+            return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        return self._puts(keys, ptrs, sizes, config)
+
+    def _joined(self, ptrs, sizes):
+        """The bytes of the ranges, in order: a view of the one range, or
+        one copy joining several (the socket takes one body per key)."""
+        views = [self._view(p, n) for p, n in zip(ptrs, sizes) if n != 0]
+        if not views:
+            raise BadRequest(0, "bad_request", "no bytes to store")
+        return views[0] if len(views) == 1 else b"".join(views)
+
+    def _puts(self, keys, ptrs, sizes, config) -> list[int]:
         out = [0] * len(keys)
         pending, views = [], []
-        for i, (k, p, n) in enumerate(zip(keys, ptrs, sizes)):
+        for i, k in enumerate(keys):
             try:
                 if not _key_ok(k):
                     raise BadRequest(0, "bad_request", f"key {k!r}")
-                views.append(self._view(p, n))
+                if all(n == 0 for n in sizes[i]) and all(isinstance(p, int) for p in ptrs[i]):
+                    continue  # nothing to store: Mooncake's no-op
+                views.append(self._joined(ptrs[i], sizes[i]))
                 pending.append(i)
             except YuebingError as e:
                 out[i] = _code(e)
@@ -567,6 +680,73 @@ class MooncakeDistributedStore:
         if not (len(keys) == len(ptrs) == len(sizes)):
             return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
         return self._gets(keys, ptrs, sizes, [None] * len(keys))
+
+    # Bytes of scratch one batch_get_into_multi_buffers call holds at once
+    # to scatter objects into several buffers each.
+    SCATTER_BYTES = 64 << 20
+
+    def batch_get_into_multi_buffers(self, keys, all_buffer_ptrs, all_sizes,
+                                     prefer_alloc_in_same_node: bool = False) -> list[int]:
+        """Reads each object across its buffers in order (the inverse of
+        batch_put_from_multi_buffers): the object's size per key, or a
+        negative code (OBJECT_NOT_FOUND; INVALID_PARAMS when the buffers
+        together are smaller than the object, which then writes nothing).
+        Lengths that do not match fail every key. A key read into several
+        buffers goes through a scratch copy so its checksum is verified
+        before a byte reaches them."""
+        keys, ptrs, sizes = list(keys), list(all_buffer_ptrs), list(all_sizes)
+        bad = int(ErrorCode.INVALID_PARAMS)
+        if not (len(keys) == len(ptrs) == len(sizes)) or any(_len(p) != _len(n) for p, n in zip(ptrs, sizes)):
+            return [bad] * len(keys)
+        out = [0] * len(keys)
+        plan = []  # (index, target view, the fragment views it scatters to, or None)
+        for i, k in enumerate(keys):
+            try:
+                if not _key_ok(k):
+                    raise BadRequest(0, "bad_request", f"key {k!r}")
+                frags = [self._view(p, n) for p, n in zip(ptrs[i], sizes[i]) if n != 0]
+                if not frags:
+                    raise BadRequest(0, "bad_request", "no buffer to read into")
+                plan.append((i, frags[0], None) if len(frags) == 1 else (i, None, frags))
+            except YuebingError as e:
+                out[i] = _code(e)
+        c = None
+        start = 0
+        while start < len(plan):
+            # A run of keys whose scratch fits SCATTER_BYTES (at least one).
+            end, held = start, 0
+            while end < len(plan):
+                need = sum(len(f) for f in plan[end][2]) if plan[end][2] else 0
+                if end > start and held + need > self.SCATTER_BYTES:
+                    break
+                held += need
+                end += 1
+            run = plan[start:end]
+            start = end
+            targets = [t if t is not None else memoryview(bytearray(sum(len(f) for f in frags))) for _, t, frags in run]
+            try:
+                c = c or self._client()
+                items = c.get_many_into([keys[i] for i, _, _ in run], targets)
+            except YuebingError as e:
+                for i, _, _ in run:
+                    out[i] = _code(e)
+                continue
+            for (i, _, frags), t, it in zip(run, targets, items):
+                if it.status == "missing":
+                    out[i] = ErrorCode.OBJECT_NOT_FOUND
+                elif it.error is not None:
+                    out[i] = _code(it.error)
+                else:
+                    if frags:
+                        off = 0
+                        for f in frags:
+                            n = min(len(f), it.size - off)
+                            if n <= 0:
+                                break
+                            f[:n] = t[off:off + n]
+                            off += n
+                    out[i] = it.size
+        return [int(x) for x in out]
 
     def _gets(self, keys, ptrs, sizes, froms) -> list[int]:
         out = [0] * len(keys)
@@ -603,7 +783,9 @@ class MooncakeDistributedStore:
         if not (len(all_keys) == len(all_dst_offsets) == len(all_src_offsets) == len(all_sizes) == n):
             return [[[bad] * max(1, len(f)) for f in (ks if isinstance(ks, (list, tuple)) else [])] for ks in all_keys]
         with self._lock:
-            bufs = dict(self._buffers)
+            bufs = list(self._buffers.items())
+        with _allocated_lock:
+            bufs += [(b, len(m)) for b, m in _allocated.items()]
         results: list = []
         flat_keys, flat_ptrs, flat_sizes, flat_froms, where = [], [], [], [], []
         for i in range(n):
@@ -614,7 +796,8 @@ class MooncakeDistributedStore:
                 row.extend([[bad] * max(1, len(d) if isinstance(d, (list, tuple)) else 1) for d in dsts] or [[bad]])
                 continue
             base = buffer_ptrs[i]
-            cap = bufs.get(base)
+            # Room from base to the end of the registered buffer it lies in.
+            cap = next((b + n - base for b, n in bufs if isinstance(base, int) and b <= base < b + n), None)
             for j, k in enumerate(ks):
                 d, s, z = dsts[j], srcs[j], szs[j]
                 if not (len(d) == len(s) == len(z)):
