@@ -52,10 +52,27 @@ func HashInt(v uint64) Hash {
 // HashBytes returns the Hash of a bytes block hash.
 func HashBytes(p []byte) Hash { return Hash("b" + string(p)) }
 
+// InGroup returns h as a hash of KV cache group g. A hybrid model's engine
+// (full and sliding-window attention, or Mamba layers) keeps one cache
+// per group and reports each group's blocks under the same hashes; the
+// groups evict apart, so each group's copy of a hash is tracked as a hash
+// of its own. Group 0 is h itself.
+func (h Hash) InGroup(g int) Hash {
+	if g == 0 || h == "" {
+		return h
+	}
+	var b [5]byte
+	b[0] = 'g'
+	binary.BigEndian.PutUint32(b[1:], uint32(g))
+	return Hash(string(b[:]) + string(h))
+}
+
 func (h Hash) String() string {
 	switch {
 	case h == "":
 		return "none"
+	case h[0] == 'g' && len(h) > 5:
+		return "g" + strconv.Itoa(int(binary.BigEndian.Uint32([]byte(h[1:5])))) + "/" + h[5:].String()
 	case h[0] == 'i' && len(h) == 9:
 		return strconv.FormatInt(int64(binary.BigEndian.Uint64([]byte(h[1:]))), 10)
 	default:
@@ -86,6 +103,15 @@ type Event struct {
 	// Medium is where the blocks live: "GPU" (or empty, which vLLM means
 	// as GPU), "CPU", or a storage medium.
 	Medium string
+	// Group is the KV cache group of a hybrid model (vLLM's group_idx);
+	// Hashes and Parent are already that group's (Hash.InGroup).
+	Group int
+	// Unkeyable marks a BlockStored whose token ids do not give each of
+	// its blocks BlockSize tokens, so its blocks cannot be keyed: vLLM
+	// leaves out the null blocks of hybrid models but keeps their tokens,
+	// and its CPU offloading connector sends no tokens at all. Its hashes
+	// are kept (a later BlockRemoved names them); Tokens may be anything.
+	Unkeyable bool
 }
 
 // Batch is one published event batch.
@@ -96,6 +122,9 @@ type Batch struct {
 	Events []Event
 	// DPRank is the data-parallel rank of the publisher; -1 when absent.
 	DPRank int
+	// Unknown counts events of a kind this decoder does not know (a newer
+	// release's), skipped.
+	Unknown int
 }
 
 // Limits bound what one batch may hold, so a hostile or broken publisher
@@ -142,6 +171,7 @@ func DecodeBatch(payload []byte, l Limits) (Batch, error) {
 	if err != nil {
 		return Batch{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
+	b.Unknown = d.unknown
 	if r.Len() != 0 {
 		return Batch{}, fmt.Errorf("%w: %d bytes after the batch", ErrMalformed, r.Len())
 	}
@@ -154,6 +184,8 @@ type decoder struct {
 	r       *bytes.Reader
 	d       *msgpack.Decoder
 	l       Limits
+	// unknown counts events of unknown kinds skipped.
+	unknown int
 }
 
 // seqLen reads an array or map header, refusing lengths the remaining
@@ -345,6 +377,10 @@ func (d *decoder) events() ([]Event, error) {
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", i, err)
 		}
+		if e.Kind == 0 {
+			d.unknown++
+			continue
+		}
 		evs = append(evs, e)
 	}
 	return evs, nil
@@ -353,20 +389,22 @@ func (d *decoder) events() ([]Event, error) {
 // Field positions of the array layout, after the tag, in vLLM's
 // declaration order.
 var (
-	storedFields  = []string{"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name", "extra_keys"}
-	removedFields = []string{"block_hashes", "medium"}
+	storedFields  = []string{"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name", "extra_keys", "group_idx"}
+	removedFields = []string{"block_hashes", "medium", "group_idx"}
 )
 
-func kindOf(tag string) (Kind, []string, error) {
+// kindOf returns the kind of a tag and its array layout's fields; kind 0
+// for a tag of a kind not known here.
+func kindOf(tag string) (Kind, []string) {
 	switch tag {
 	case "BlockStored":
-		return BlockStored, storedFields, nil
+		return BlockStored, storedFields
 	case "BlockRemoved":
-		return BlockRemoved, removedFields, nil
+		return BlockRemoved, removedFields
 	case "AllBlocksCleared":
-		return AllBlocksCleared, nil, nil
+		return AllBlocksCleared, nil
 	}
-	return 0, nil, fmt.Errorf("unknown event tag %q", tag)
+	return 0, nil
 }
 
 func (d *decoder) event() (Event, error) {
@@ -381,26 +419,29 @@ func (d *decoder) event() (Event, error) {
 	} else {
 		seen, err = d.eventArray(&e)
 	}
-	if err != nil {
+	if err != nil || e.Kind == 0 {
 		return e, err
 	}
 	switch e.Kind {
 	case BlockStored:
-		for _, f := range storedFields[:4] {
-			if !seen[f] {
-				return e, fmt.Errorf("BlockStored without %s", f)
-			}
+		if !seen["block_hashes"] {
+			return e, fmt.Errorf("BlockStored without block_hashes")
 		}
-		if e.BlockSize < 1 {
-			return e, fmt.Errorf("BlockStored with block size %d", e.BlockSize)
-		}
-		if len(e.Tokens) != len(e.Hashes)*e.BlockSize {
-			return e, fmt.Errorf("BlockStored with %d tokens for %d blocks of %d", len(e.Tokens), len(e.Hashes), e.BlockSize)
+		// What vLLM sends for blocks it cannot describe by tokens: stored
+		// hashes, nothing to key them by.
+		if !seen["token_ids"] || !seen["block_size"] || e.BlockSize < 1 || len(e.Tokens) != len(e.Hashes)*e.BlockSize {
+			e.Unkeyable = true
 		}
 	case BlockRemoved:
 		if !seen["block_hashes"] {
 			return e, fmt.Errorf("BlockRemoved without block_hashes")
 		}
+	}
+	if e.Group != 0 {
+		for i, h := range e.Hashes {
+			e.Hashes[i] = h.InGroup(e.Group)
+		}
+		e.Parent = e.Parent.InGroup(e.Group)
 	}
 	return e, nil
 }
@@ -418,8 +459,14 @@ func (d *decoder) eventArray(e *Event) (map[string]bool, error) {
 		return nil, fmt.Errorf("event tag: %w", err)
 	}
 	var fields []string
-	if e.Kind, fields, err = kindOf(tag); err != nil {
-		return nil, err
+	if e.Kind, fields = kindOf(tag); e.Kind == 0 {
+		// A kind of a newer release: skipped whole.
+		for i := 1; i < n; i++ {
+			if err := d.skip(1); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
 	}
 	seen := make(map[string]bool, n)
 	for i := 1; i < n; i++ {
@@ -443,6 +490,7 @@ func (d *decoder) eventMap(e *Event) (map[string]bool, error) {
 	// The tag may come anywhere in the map; fields are kept by name and
 	// checked against the kind once it is known.
 	seen := make(map[string]bool, n)
+	unknown := false
 	for range n {
 		name, err := d.d.DecodeString()
 		if err != nil {
@@ -453,7 +501,15 @@ func (d *decoder) eventMap(e *Event) (map[string]bool, error) {
 			if err != nil {
 				return nil, fmt.Errorf("event tag: %w", err)
 			}
-			if e.Kind, _, err = kindOf(tag); err != nil {
+			if e.Kind, _ = kindOf(tag); e.Kind == 0 {
+				unknown = true
+			}
+			continue
+		}
+		if unknown {
+			// A kind of a newer release (its tag comes first, as msgspec
+			// writes it): its fields are skipped, whatever their types.
+			if err := d.skip(1); err != nil {
 				return nil, err
 			}
 			continue
@@ -465,6 +521,10 @@ func (d *decoder) eventMap(e *Event) (map[string]bool, error) {
 			return nil, err
 		}
 		seen[name] = true
+	}
+	if unknown {
+		*e = Event{}
+		return nil, nil
 	}
 	if e.Kind == 0 {
 		return nil, fmt.Errorf("event without type tag")
@@ -490,11 +550,22 @@ func (d *decoder) field(e *Event, name string) error {
 	case "token_ids":
 		e.Tokens, err = d.tokens()
 	case "block_size":
+		// 0 is what vLLM's CPU offloading connector sends for blocks it
+		// does not describe (the event is then unkeyable).
 		var bs int64
-		if bs, err = d.d.DecodeInt64(); err == nil && (bs < 1 || bs > 1<<20) {
+		if bs, err = d.d.DecodeInt64(); err == nil && (bs < 0 || bs > 1<<20) {
 			err = fmt.Errorf("block size %d", bs)
 		}
 		e.BlockSize = int(bs)
+	case "group_idx":
+		var null bool
+		if null, err = d.isNil(); err == nil && !null {
+			var g int64
+			if g, err = d.d.DecodeInt64(); err == nil && (g < 0 || g > 1<<16) {
+				err = fmt.Errorf("group %d", g)
+			}
+			e.Group = int(g)
+		}
 	case "lora_id", "lora_name", "extra_keys":
 		var null bool
 		if null, err = d.isNil(); err == nil && !null {

@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"slices"
@@ -42,7 +43,7 @@ func TestDecodeBatch(t *testing.T) {
 			g, w := got.Events[i], want.Events[i]
 			if g.Kind != w.Kind || !slices.Equal(g.Hashes, w.Hashes) || g.Parent != w.Parent ||
 				!slices.Equal(g.Tokens, w.Tokens) || g.BlockSize != w.BlockSize || g.LoRA != w.LoRA ||
-				g.Extra != w.Extra || g.Medium != w.Medium {
+				g.Extra != w.Extra || g.Medium != w.Medium || g.Group != w.Group || g.Unkeyable != w.Unkeyable {
 				t.Fatalf("%s: event %d: got %+v, want %+v", name, i, g, w)
 			}
 		}
@@ -76,10 +77,49 @@ func TestDecodeBatch(t *testing.T) {
 		map[string]any{"block_hashes": []any{digest}, "type": "BlockRemoved", "medium": "GPU"},
 		map[string]any{"type": "AllBlocksCleared"},
 	}}, Batch{TS: 4, DPRank: -1, Events: []Event{
-		{Kind: BlockStored, Hashes: []Hash{HashBytes(digest)}, Tokens: seq(16), BlockSize: 16, Medium: "GPU"},
+		{Kind: BlockStored, Hashes: []Hash{HashBytes(digest).InGroup(1)}, Tokens: seq(16), BlockSize: 16, Medium: "GPU", Group: 1},
 		{Kind: BlockRemoved, Hashes: []Hash{HashBytes(digest)}, Medium: "GPU"},
 		{Kind: AllBlocksCleared},
 	}})
+	// What vLLM sends that cannot be keyed, and kinds of newer releases:
+	// the batch still decodes, so the events beside them are not lost.
+	f("unkeyable and unknown events", []any{5.0, []any{
+		[]any{"BlockMoved", []any{1}, "future"},
+		// A hybrid model's stored run with its null blocks left out.
+		[]any{"BlockStored", []any{1}, nil, seq(48), 16, nil, "GPU"},
+		// The CPU offloading connector's placeholders.
+		[]any{"BlockStored", []any{2}, nil, []any{}, 16, nil, "CPU"},
+		[]any{"BlockStored", []any{3}, nil, []any{}, 0, nil, "CPU"},
+		[]any{"BlockStored", []any{4}, nil},
+		// Group 2's copy of hash 5, and its removal.
+		[]any{"BlockStored", []any{5}, 4, seq(16), 16, nil, "GPU", nil, nil, 2},
+		[]any{"BlockRemoved", []any{5}, "CPU_PINNED", 2},
+	}}, Batch{TS: 5, DPRank: -1, Events: []Event{
+		{Kind: BlockStored, Hashes: []Hash{HashInt(1)}, Tokens: seq(48), BlockSize: 16, Medium: "GPU", Unkeyable: true},
+		{Kind: BlockStored, Hashes: []Hash{HashInt(2)}, Tokens: []uint32{}, BlockSize: 16, Medium: "CPU", Unkeyable: true},
+		{Kind: BlockStored, Hashes: []Hash{HashInt(3)}, Tokens: []uint32{}, Medium: "CPU", Unkeyable: true},
+		{Kind: BlockStored, Hashes: []Hash{HashInt(4)}, Unkeyable: true},
+		{Kind: BlockStored, Hashes: []Hash{HashInt(5).InGroup(2)}, Parent: HashInt(4).InGroup(2), Tokens: seq(16), BlockSize: 16, Medium: "GPU", Group: 2},
+		{Kind: BlockRemoved, Hashes: []Hash{HashInt(5).InGroup(2)}, Medium: "CPU_PINNED", Group: 2},
+	}})
+	// msgspec writes the tag first; a Go map would not keep that order.
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	for _, err := range []error{enc.EncodeMapLen(2), enc.EncodeString("ts"), enc.EncodeFloat64(6),
+		enc.EncodeString("events"), enc.EncodeArrayLen(2),
+		enc.EncodeMapLen(2), enc.EncodeString("type"), enc.EncodeString("BlockEvicted"), enc.EncodeString("token_ids"), enc.EncodeString("not a list"),
+		enc.EncodeMapLen(1), enc.EncodeString("type"), enc.EncodeString("AllBlocksCleared")} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := DecodeBatch(buf.Bytes(), Limits{})
+	if err != nil || len(b.Events) != 1 || b.Unknown != 1 {
+		t.Fatalf("map layout with an unknown kind: %+v %v", b, err)
+	}
+	if s := HashInt(5).InGroup(2).String(); s != "g2/5" {
+		t.Fatalf("a group's hash prints as %q", s)
+	}
 }
 
 func TestDecodeBatchRejects(t *testing.T) {
@@ -98,11 +138,10 @@ func TestDecodeBatchRejects(t *testing.T) {
 	f("a string", pack(t, "batch"))
 	f("no events", pack(t, []any{1.0}))
 	f("events not a list", pack(t, []any{1.0, 3}))
-	f("unknown tag", pack(t, []any{1.0, []any{[]any{"BlockMoved", []any{1}}}}))
 	f("tag not a string", pack(t, []any{1.0, []any{[]any{7, []any{1}}}}))
-	f("tokens not a block multiple", pack(t, []any{1.0, []any{[]any{"BlockStored", []any{1}, nil, seq(15), 16, nil, nil}}}))
-	f("block size 0", pack(t, []any{1.0, []any{[]any{"BlockStored", []any{}, nil, []any{}, 0, nil, nil}}}))
-	f("stored without tokens", pack(t, []any{1.0, []any{[]any{"BlockStored", []any{1}, nil}}}))
+	f("negative block size", pack(t, []any{1.0, []any{[]any{"BlockStored", []any{}, nil, []any{}, -1, nil, nil}}}))
+	f("stored without hashes", pack(t, map[string]any{"ts": 1.0, "events": []any{map[string]any{"type": "BlockStored", "token_ids": []any{1}}}}))
+	f("negative group", pack(t, []any{1.0, []any{[]any{"BlockRemoved", []any{1}, nil, -2}}}))
 	f("negative token", pack(t, []any{1.0, []any{[]any{"BlockStored", []any{1}, nil, []any{-1}, 1, nil, nil}}}))
 	f("past the token limit", pack(t, []any{1.0, []any{[]any{"BlockStored", []any{1, 2, 3, 4, 5}, nil, seq(80), 16, nil, nil}}}))
 	f("hash a float", pack(t, []any{1.0, []any{[]any{"BlockRemoved", []any{1.5}, nil}}}))
@@ -134,7 +173,7 @@ func FuzzDecodeBatch(f *testing.F) {
 			return
 		}
 		for _, e := range b.Events {
-			if e.Kind == BlockStored && len(e.Tokens) != len(e.Hashes)*e.BlockSize {
+			if e.Kind == BlockStored && !e.Unkeyable && len(e.Tokens) != len(e.Hashes)*e.BlockSize {
 				t.Fatalf("accepted a stored event of %d tokens for %d blocks of %d", len(e.Tokens), len(e.Hashes), e.BlockSize)
 			}
 		}
@@ -147,7 +186,7 @@ func FuzzDecodeBatch(f *testing.F) {
 			}
 			for i, e := range b.Events {
 				g := back.Events[i]
-				if g.Kind != e.Kind || !slices.Equal(g.Hashes, e.Hashes) || g.Parent != e.Parent || !slices.Equal(g.Tokens, e.Tokens) || g.BlockSize != e.BlockSize || g.Medium != e.Medium {
+				if g.Kind != e.Kind || !slices.Equal(g.Hashes, e.Hashes) || g.Parent != e.Parent || !slices.Equal(g.Tokens, e.Tokens) || g.BlockSize != e.BlockSize || g.Medium != e.Medium || g.Group != e.Group {
 					t.Fatalf("event %d: %+v re-encoded as %+v", i, e, g)
 				}
 			}

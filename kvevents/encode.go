@@ -48,7 +48,12 @@ func encodeEvent(e *msgpack.Encoder, ev *Event) error {
 			return fmt.Errorf("%w: BlockStored with %d tokens for %d blocks of %d", ErrMalformed, len(ev.Tokens), len(ev.Hashes), ev.BlockSize)
 		}
 		// [tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium]
-		err := firstErr(e.EncodeArrayLen(7), e.EncodeString("BlockStored"), encodeHashes(e, ev.Hashes), encodeOptHash(e, ev.Parent))
+		// and, for a group other than 0, [lora_name, extra_keys, group_idx].
+		n := 7
+		if ev.Group != 0 {
+			n = 10
+		}
+		err := firstErr(e.EncodeArrayLen(n), e.EncodeString("BlockStored"), encodeHashes(e, ev.Hashes), encodeOptHash(e, ev.Parent))
 		if err != nil {
 			return err
 		}
@@ -60,8 +65,15 @@ func encodeEvent(e *msgpack.Encoder, ev *Event) error {
 				return err
 			}
 		}
-		return firstErr(e.EncodeInt(int64(ev.BlockSize)), e.EncodeNil(), encodeMedium(e, ev.Medium))
+		err = firstErr(e.EncodeInt(int64(ev.BlockSize)), e.EncodeNil(), encodeMedium(e, ev.Medium))
+		if err != nil || ev.Group == 0 {
+			return err
+		}
+		return firstErr(e.EncodeNil(), e.EncodeNil(), e.EncodeInt(int64(ev.Group)))
 	case BlockRemoved:
+		if ev.Group != 0 {
+			return firstErr(e.EncodeArrayLen(4), e.EncodeString("BlockRemoved"), encodeHashes(e, ev.Hashes), encodeMedium(e, ev.Medium), e.EncodeInt(int64(ev.Group)))
+		}
 		return firstErr(e.EncodeArrayLen(3), e.EncodeString("BlockRemoved"), encodeHashes(e, ev.Hashes), encodeMedium(e, ev.Medium))
 	case AllBlocksCleared:
 		return firstErr(e.EncodeArrayLen(1), e.EncodeString("AllBlocksCleared"))
@@ -103,6 +115,10 @@ func encodeHash(e *msgpack.Encoder, h Hash) error {
 		return e.EncodeInt(int64(binary.BigEndian.Uint64([]byte(h[1:]))))
 	case len(h) > 1 && h[0] == 'b':
 		return e.EncodeBytes([]byte(h[1:]))
+	case len(h) > 5 && h[0] == 'g':
+		// A group's hash goes out as the engine's, the event's group_idx
+		// beside it.
+		return encodeHash(e, h[5:])
 	}
 	return fmt.Errorf("%w: block hash %q is neither an integer nor bytes", ErrMalformed, string(h))
 }

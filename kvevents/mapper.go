@@ -21,7 +21,7 @@ func TierOf(medium string) int {
 	switch medium {
 	case "", "GPU", "gpu", "HBM":
 		return TierHBM
-	case "CPU", "cpu", "DRAM":
+	case "CPU", "cpu", "CPU_PINNED", "DRAM":
 		return TierDRAM
 	}
 	return TierDisk
@@ -138,7 +138,7 @@ func (m *Mapper) Apply(b Batch, u *Update) {
 
 func (m *Mapper) stored(e *Event, u *Update) {
 	switch {
-	case e.BlockSize != m.blockSize:
+	case e.Unkeyable, e.BlockSize != m.blockSize:
 		m.stats.Unkeyable.Add(1)
 		return
 	case e.LoRA || e.Extra:

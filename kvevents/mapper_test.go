@@ -79,6 +79,60 @@ func TestMapper(t *testing.T) {
 	), true, Change{keys[0], hbm})
 }
 
+// TestMapperGroups: a hybrid model reports each KV cache group's blocks
+// under the same hashes, and the groups evict apart; the prefix stays
+// held while any group holds it. Its decoded events come with each
+// group's hashes (Hash.InGroup).
+func TestMapperGroups(t *testing.T) {
+	ts := seq(2 * 16)
+	keys, err := block.ChainKeys("t/m", 16, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st Stats
+	m, err := NewMapper("t/m", 16, 64, &st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hbm := index.TierMask(0).With(TierHBM)
+	apply := func(evs ...Event) []Change {
+		var u Update
+		m.Apply(Batch{Events: evs}, &u)
+		return u.Changes
+	}
+	in := func(g int, hs ...Hash) []Hash {
+		out := make([]Hash, len(hs))
+		for i, h := range hs {
+			out[i] = h.InGroup(g)
+		}
+		return out
+	}
+	h := []Hash{HashInt(1), HashInt(2)}
+	got := apply(
+		Event{Kind: BlockStored, Hashes: in(0, h...), Tokens: ts, BlockSize: 16},
+		Event{Kind: BlockStored, Hashes: in(1, h...), Tokens: ts, BlockSize: 16, Group: 1},
+	)
+	if len(got) != 2 || got[0] != (Change{keys[0], hbm}) || got[1] != (Change{keys[1], hbm}) {
+		t.Fatalf("stored in two groups: %+v", got)
+	}
+	// The sliding-window group drops both; the full-attention group still
+	// holds them, so nothing changes.
+	if got := apply(Event{Kind: BlockRemoved, Hashes: in(1, h...), Group: 1}); len(got) != 0 {
+		t.Fatalf("one group's removal changed %+v", got)
+	}
+	if got := apply(Event{Kind: BlockRemoved, Hashes: in(0, h[1])}); len(got) != 1 || got[0] != (Change{keys[1], 0}) {
+		t.Fatalf("the last group's removal: %+v", got)
+	}
+	// An unkeyable event stores nothing; its removal is an unknown one.
+	if got := apply(Event{Kind: BlockStored, Hashes: []Hash{HashInt(7)}, Tokens: ts, BlockSize: 16, Unkeyable: true},
+		Event{Kind: BlockRemoved, Hashes: []Hash{HashInt(7)}, Medium: "CPU_PINNED"}); len(got) != 0 {
+		t.Fatalf("unkeyable: %+v", got)
+	}
+	if st.Unkeyable.Load() != 1 || st.UnknownRemoved.Load() != 1 {
+		t.Fatalf("unkeyable %d unknown removed %d, want 1 and 1", st.Unkeyable.Load(), st.UnknownRemoved.Load())
+	}
+}
+
 func mustNext(t *testing.T, prev block.Key, ts []uint32) block.Key {
 	t.Helper()
 	c, err := block.NewChain("t/m", 16)

@@ -20,15 +20,21 @@ type Stats struct {
 	// Unrecovered gaps: the replay socket was absent, failed, or no longer
 	// had the missing batches; the engine's view was reset.
 	Unrecovered atomic.Int64
-	// Malformed messages or payloads, logged and skipped.
+	// Malformed messages or payloads, logged and skipped; a malformed
+	// payload also resets the engine's view, as lost events do (it is
+	// counted in Unrecovered too).
 	Malformed atomic.Int64
+	// UnknownEvents are events of kinds a newer engine release added,
+	// skipped.
+	UnknownEvents atomic.Int64
 	// Restarts are engines whose sequence numbers went back.
 	Restarts atomic.Int64
 	// Reconnects are connections to the PUB socket after the first.
 	Reconnects atomic.Int64
 	// Orphans are stored blocks whose parent was unknown, so could not be
 	// keyed; Unkeyable are blocks of another block size, a LoRA adapter,
-	// or hashed over more than tokens; UnknownRemoved are removals of
+	// hashed over more than tokens, or sent without a block's worth of
+	// tokens each (Event.Unkeyable); UnknownRemoved are removals of
 	// blocks never seen stored.
 	Orphans, Unkeyable, UnknownRemoved atomic.Int64
 	// Overflows are resets because an engine reported more blocks than

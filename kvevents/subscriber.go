@@ -290,11 +290,15 @@ func (s *Subscriber) lost(u *Update, why string, from, to int64) {
 func (s *Subscriber) apply(seq int64, payload []byte, u *Update, live bool) {
 	b, err := DecodeBatch(payload, s.opts.Limits)
 	if err != nil {
+		// What the batch removed is unknown, and a view that keeps blocks
+		// the engine dropped sends requests after them: start over.
 		s.stats.Malformed.Add(1)
 		s.log.Warn("kvevents: skipping a malformed batch", "seq", seq, "err", err)
+		s.lost(u, "a malformed batch", seq, seq+1)
 		return
 	}
 	s.stats.Batches.Add(1)
+	s.stats.UnknownEvents.Add(int64(b.Unknown))
 	if live && b.TS > 0 {
 		lag := s.opts.Now().Sub(time.Unix(0, int64(b.TS*1e9)))
 		s.stats.LagNanos.Store(int64(lag))
