@@ -6,18 +6,27 @@ import (
 	"testing"
 )
 
-// FuzzParseCompletion feeds arbitrary bodies to the completion decoder: it
-// returns a request or an ErrInvalid, never panics, and a prompt it accepts
-// is token ids that survive a round trip.
+// FuzzParseCompletion feeds arbitrary bodies to the completion and chat
+// decoders: they return a request or an ErrInvalid, never panic, and a
+// prompt accepted is token ids that survive a round trip.
 func FuzzParseCompletion(f *testing.F) {
 	for _, s := range []string{
 		`{"prompt":[1,2,3],"max_tokens":4}`, `{"prompt":[[7,8]]}`, `{"prompt":"hi","stream":true}`,
 		`{"prompt":[-1]}`, `{"prompt":[4294967296]}`, `{"prompt":{}}`, `{"n":2}`, `[]`, `null`, ``,
+		`{"prompt":["hi"]}`, `{"messages":[{"role":"user","content":"hi"}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`, `{"messages":[{"content":"x"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := parseCompletion(body)
+		if req, err := parseCompletion(body, true); err == nil {
+			if _, err := chatPrompt(req.Messages); err != nil && !errors.Is(err, ErrInvalid) {
+				t.Fatalf("chat: error %v is not ErrInvalid", err)
+			}
+		} else if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("chat: error %v is not ErrInvalid", err)
+		}
+		req, err := parseCompletion(body, false)
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error %v is not ErrInvalid", err)

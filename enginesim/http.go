@@ -2,13 +2,15 @@ package enginesim
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
-	"sync/atomic"
+	"strings"
 	"time"
 )
 
@@ -16,23 +18,40 @@ import (
 // is about 1 MiB; 8 MiB leaves room without letting a client pin memory.
 const maxBody = 8 << 20
 
-// completionRequest is the part of OpenAI's completion request the
-// simulator honours. prompt is token ids (one list, or a list holding one
-// list), or a string, tokenized one token per byte: the simulator has no
-// vocabulary.
+// completionRequest is the part of OpenAI's completion and chat completion
+// requests the simulator honours. prompt is token ids (one list, or a list
+// holding one list), or a string (or a list holding one), tokenized one
+// token per byte: the simulator has no vocabulary. A chat's messages are
+// rendered to a string (chatPrompt) and tokenized the same way.
 type completionRequest struct {
-	Model     string          `json:"model"`
-	Prompt    json.RawMessage `json:"prompt"`
-	MaxTokens *int            `json:"max_tokens"`
-	Stream    bool            `json:"stream"`
-	N         *int            `json:"n"`
+	Model               string          `json:"model"`
+	Prompt              json.RawMessage `json:"prompt"`
+	Messages            json.RawMessage `json:"messages"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	N        *int            `json:"n"`
+	Echo     bool            `json:"echo"`
+	Logprobs json.RawMessage `json:"logprobs"`
+}
+
+// message is a chat message as a choice carries it, or the change a
+// streamed chunk carries (delta).
+type message struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
 }
 
 type choice struct {
-	Text         string  `json:"text"`
-	Index        int     `json:"index"`
-	Logprobs     any     `json:"logprobs"`
-	FinishReason *string `json:"finish_reason"`
+	Text         *string  `json:"text,omitempty"`
+	Message      *message `json:"message,omitempty"`
+	Delta        *message `json:"delta,omitempty"`
+	Index        int      `json:"index"`
+	Logprobs     any      `json:"logprobs"`
+	FinishReason *string  `json:"finish_reason"`
 }
 
 type usage struct {
@@ -69,16 +88,19 @@ type completion struct {
 }
 
 // Handler serves the engine's OpenAI-compatible API: POST /v1/completions,
-// GET /v1/models, GET /health and GET /metrics.
+// POST /v1/chat/completions, GET /v1/models, GET /health and GET /metrics.
 func (e *Engine) Handler() http.Handler {
-	var ids atomic.Uint64
+	created := time.Now().Unix()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) {
-		e.serveCompletion(w, r, ids.Add(1))
+		e.serveCompletion(w, r, false)
+	})
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		e.serveCompletion(w, r, true)
 	})
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{
-			{"id": e.opts.Model, "object": "model", "owned_by": "yuebing-engine-sim"},
+			{"id": e.opts.Model, "object": "model", "created": created, "owned_by": "yuebing-engine-sim"},
 		}})
 	})
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
@@ -96,18 +118,31 @@ func (e *Engine) Handler() http.Handler {
 		e.WriteMetrics(w)
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/completions" || r.URL.Path == "/v1/chat/completions" {
+			w.Header().Set("Allow", http.MethodPost)
+			writeJSON(w, http.StatusMethodNotAllowed, errBody("method_not_allowed", "invalid_request_error", fmt.Sprintf("%s %s: use POST", r.Method, r.URL.Path)))
+			return
+		}
 		writeJSON(w, http.StatusNotFound, errBody("not_found", "invalid_request_error", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)))
 	})
 	return mux
 }
 
-func (e *Engine) serveCompletion(w http.ResponseWriter, r *http.Request, id uint64) {
+// newID returns a completion id unique across engines and restarts, as
+// clients that log or deduplicate by id expect.
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func (e *Engine) serveCompletion(w http.ResponseWriter, r *http.Request, chat bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		writeJSON(w, http.StatusRequestEntityTooLarge, errBody("too_large", "invalid_request_error", fmt.Sprintf("request body over %d bytes", maxBody)))
 		return
 	}
-	req, err := parseCompletion(body)
+	req, err := parseCompletion(body, chat)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -120,7 +155,15 @@ func (e *Engine) serveCompletion(w http.ResponseWriter, r *http.Request, id uint
 	if req.MaxTokens != nil {
 		maxTokens = *req.MaxTokens
 	}
-	tokens, err := parsePrompt(req.Prompt)
+	if req.MaxCompletionTokens != nil {
+		maxTokens = *req.MaxCompletionTokens // the newer name wins, as in OpenAI's API
+	}
+	var tokens []uint32
+	if chat {
+		tokens, err = chatPrompt(req.Messages)
+	} else {
+		tokens, err = parsePrompt(req.Prompt)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -130,9 +173,13 @@ func (e *Engine) serveCompletion(w http.ResponseWriter, r *http.Request, id uint
 		writeError(w, err)
 		return
 	}
-	c := completion{ID: "cmpl-" + e.opts.Name + "-" + strconv.FormatUint(id, 10), Object: "text_completion", Created: time.Now().Unix(), Model: e.opts.Model}
+	c := completion{ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(), Model: e.opts.Model}
+	if chat {
+		c.ID, c.Object = newID("chatcmpl-"), "chat.completion"
+	}
 	if req.Stream {
-		e.stream(w, r, j, c)
+		includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+		e.stream(w, r, j, c, chat, includeUsage)
 		return
 	}
 	res, err := j.Wait(r.Context())
@@ -144,16 +191,23 @@ func (e *Engine) serveCompletion(w http.ResponseWriter, r *http.Request, id uint
 		return
 	}
 	reason := "length"
-	c.Choices = []choice{{Text: detokenize(res.Output), FinishReason: &reason}}
+	text := detokenize(res.Output)
+	if chat {
+		c.Choices = []choice{{Message: &message{Role: "assistant", Content: &text}, FinishReason: &reason}}
+	} else {
+		c.Choices = []choice{{Text: &text, FinishReason: &reason}}
+	}
 	c.Usage = &usage{PromptTokens: len(tokens), CompletionTokens: len(res.Output), TotalTokens: len(tokens) + len(res.Output)}
 	c.Yuebing = e.report(res)
 	writeJSON(w, http.StatusOK, c)
 }
 
 // stream answers with server-sent events, one chunk per token as the engine
-// produces it, the last carrying the finish reason, usage and cache report,
-// then "data: [DONE]".
-func (e *Engine) stream(w http.ResponseWriter, r *http.Request, j *Job, c completion) {
+// produces it (a chat's first chunk names the role), the last carrying the
+// finish reason and cache report; then, when the client asked for it
+// (stream_options.include_usage), a chunk with the usage and no choices, as
+// OpenAI and vLLM send it; then "data: [DONE]".
+func (e *Engine) stream(w http.ResponseWriter, r *http.Request, j *Job, c completion, chat, includeUsage bool) {
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -168,28 +222,62 @@ func (e *Engine) stream(w http.ResponseWriter, r *http.Request, j *Job, c comple
 		}
 		return true
 	}
+	if chat {
+		c.Object = "chat.completion.chunk"
+	}
+	piece := func(text string, first bool) choice {
+		if !chat {
+			return choice{Text: &text}
+		}
+		d := &message{Content: &text}
+		if first {
+			d.Role = "assistant"
+		}
+		return choice{Delta: d}
+	}
+	first := true
 	for tok := range j.Tokens() {
-		c.Choices = []choice{{Text: detokenize([]uint32{tok})}}
+		c.Choices = []choice{piece(detokenize([]uint32{tok}), first)}
+		first = false
 		if !send(c) {
 			return // the client left; the job runs to its end regardless
+		}
+	}
+	done := func() {
+		fmt.Fprint(w, "data: [DONE]\n\n")
+		if fl != nil {
+			fl.Flush()
 		}
 	}
 	res, err := j.Wait(r.Context())
 	if err != nil {
 		b, _ := json.Marshal(errBody(errCode(err)))
 		fmt.Fprintf(w, "data: %s\n\n", b)
+		done()
 		return
 	}
 	reason := "length"
-	c.Choices = []choice{{FinishReason: &reason}}
-	c.Usage = &usage{PromptTokens: res.PromptTokens, CompletionTokens: len(res.Output), TotalTokens: res.PromptTokens + len(res.Output)}
-	c.Yuebing = e.report(res)
-	if send(c) {
-		fmt.Fprint(w, "data: [DONE]\n\n")
-		if fl != nil {
-			fl.Flush()
+	last := piece("", first)
+	if chat {
+		last.Delta = &message{}
+		if first {
+			last.Delta.Role = "assistant"
 		}
 	}
+	last.FinishReason = &reason
+	c.Choices = []choice{last}
+	c.Yuebing = e.report(res)
+	if !send(c) {
+		return
+	}
+	if includeUsage {
+		c.Choices, c.Yuebing = []choice{}, nil
+		c.Usage = &usage{PromptTokens: res.PromptTokens, CompletionTokens: len(res.Output), TotalTokens: res.PromptTokens + len(res.Output)}
+		if !send(c) {
+			return
+		}
+	}
+	done()
 }
 
 func (e *Engine) report(res Result) *cacheReport {
@@ -201,7 +289,7 @@ func (e *Engine) report(res Result) *cacheReport {
 	}
 }
 
-func parseCompletion(body []byte) (completionRequest, error) {
+func parseCompletion(body []byte, chat bool) (completionRequest, error) {
 	var req completionRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&req); err != nil {
@@ -210,7 +298,83 @@ func parseCompletion(body []byte) (completionRequest, error) {
 	if req.N != nil && *req.N != 1 {
 		return req, fmt.Errorf("%w: n=%d: the simulator generates one choice", ErrInvalid, *req.N)
 	}
+	// The simulator has no vocabulary, so no log probabilities and no echo
+	// of the prompt as text: refused rather than answered with nulls a
+	// client would index.
+	if lp := bytes.TrimSpace(req.Logprobs); len(lp) > 0 && !bytes.Equal(lp, []byte("null")) && !bytes.Equal(lp, []byte("false")) && !bytes.Equal(lp, []byte("0")) {
+		return req, fmt.Errorf("%w: logprobs: the simulator has no vocabulary to score tokens with", ErrInvalid)
+	}
+	if req.Echo {
+		return req, fmt.Errorf("%w: echo: the simulator has no vocabulary to render the prompt with", ErrInvalid)
+	}
+	if chat && req.Prompt != nil {
+		return req, fmt.Errorf("%w: a chat completion takes messages, not prompt", ErrInvalid)
+	}
 	return req, nil
+}
+
+// chatPrompt renders a chat's messages as one string, a line naming each
+// message's role before its text, and an open assistant turn, then
+// tokenizes it one token per byte. Content is a string or a list of parts
+// of which the text ones count. A conversation's next turn renders to its
+// previous turn's prompt plus more, so it hits the prefix cache.
+func chatPrompt(raw json.RawMessage) ([]uint32, error) {
+	var msgs []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return nil, fmt.Errorf("%w: messages is required", ErrInvalid)
+	}
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return nil, fmt.Errorf("%w: messages must be a list of {role, content}: %v", ErrInvalid, err)
+	}
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("%w: messages is empty", ErrInvalid)
+	}
+	var b strings.Builder
+	for i, m := range msgs {
+		if m.Role == "" {
+			return nil, fmt.Errorf("%w: message %d has no role", ErrInvalid, i)
+		}
+		text, err := contentText(m.Content)
+		if err != nil {
+			return nil, fmt.Errorf("%w: message %d: %v", ErrInvalid, i, err)
+		}
+		b.WriteString("<|" + m.Role + "|>\n" + text + "\n")
+	}
+	b.WriteString("<|assistant|>\n")
+	s := b.String()
+	toks := make([]uint32, len(s))
+	for i := range len(s) {
+		toks[i] = uint32(s[i])
+	}
+	return toks, nil
+}
+
+func contentText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return "", nil // an assistant turn with tool calls only
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", fmt.Errorf("content must be a string or a list of parts")
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String(), nil
 }
 
 // parsePrompt accepts token ids ([1,2,3] or [[1,2,3]]) or a string.
@@ -231,7 +395,17 @@ func parsePrompt(raw json.RawMessage) ([]uint32, error) {
 		return nested[0], nil
 	}
 	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
+	err := json.Unmarshal(raw, &s)
+	if err != nil {
+		var list []string
+		if json.Unmarshal(raw, &list) == nil {
+			if len(list) != 1 {
+				return nil, fmt.Errorf("%w: %d prompts: the simulator takes one per request", ErrInvalid, len(list))
+			}
+			s, err = list[0], nil
+		}
+	}
+	if err == nil {
 		toks = make([]uint32, len(s))
 		for i := range len(s) {
 			toks[i] = uint32(s[i])

@@ -14,10 +14,19 @@ import (
 )
 
 type completion struct {
+	ID      string `json:"id"`
 	Object  string `json:"object"`
 	Model   string `json:"model"`
 	Choices []struct {
-		Text         string  `json:"text"`
+		Text    string `json:"text"`
+		Message *struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"message"`
+		Delta *struct {
+			Role    string  `json:"role"`
+			Content *string `json:"content"`
+		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *struct {
@@ -37,7 +46,12 @@ type completion struct {
 
 func post(t *testing.T, url, body string) (int, completion) {
 	t.Helper()
-	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+	return postTo(t, url+"/v1/completions", body)
+}
+
+func postTo(t *testing.T, url, body string) (int, completion) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +89,10 @@ func TestCompletionsAPI(t *testing.T) {
 	if status, c = post(t, srv.URL, `{"prompt":"hello","max_tokens":1}`); status != 200 || c.Usage.PromptTokens != 5 {
 		t.Fatalf("string prompt: %d %+v", status, c)
 	}
+	first := c.ID
+	if status, c = post(t, srv.URL, `{"prompt":["hello"],"max_tokens":1}`); status != 200 || c.Usage.PromptTokens != 5 || c.ID == first {
+		t.Fatalf("a list of one string: %d %+v (ids %s, %s)", status, c, first, c.ID)
+	}
 	for _, bad := range []struct {
 		body   string
 		status int
@@ -87,6 +105,9 @@ func TestCompletionsAPI(t *testing.T) {
 		{`{"prompt":[1],"max_tokens":0}`, 400, "invalid_request"},
 		{`{"prompt":[[1],[2]]}`, 400, "invalid_request"},
 		{`{"prompt":[1],"n":2}`, 400, "invalid_request"},
+		{`{"prompt":["a","b"]}`, 400, "invalid_request"},
+		{`{"prompt":[1],"logprobs":1}`, 400, "invalid_request"},
+		{`{"prompt":[1],"echo":true}`, 400, "invalid_request"},
 		{`not json`, 400, "invalid_request"},
 		{`{"model":"other","prompt":[1]}`, 404, "model_not_found"},
 		{`{"prompt":` + tokensJSON(prompt(1, 65*32)) + `}`, 400, "context_length_exceeded"},
@@ -96,7 +117,7 @@ func TestCompletionsAPI(t *testing.T) {
 			t.Errorf("%.40s: %d %+v, want %d %s", bad.body, status, c.Error, bad.status, bad.code)
 		}
 	}
-	for path, want := range map[string]string{"/health": `"ok"`, "/metrics": "enginesim_prompt_tokens_total 145", "/v1/models": `"test"`} {
+	for path, want := range map[string]string{"/health": `"ok"`, "/metrics": "enginesim_prompt_tokens_total 150", "/v1/models": `"created":`} {
 		resp, err := http.Get(srv.URL + path)
 		if err != nil {
 			t.Fatal(err)
@@ -109,11 +130,11 @@ func TestCompletionsAPI(t *testing.T) {
 	}
 }
 
-func TestCompletionsStream(t *testing.T) {
-	e := engine(t, nil)
-	srv := httptest.NewServer(e.Handler())
-	defer srv.Close()
-	resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":[1,2,3],"max_tokens":4,"stream":true}`))
+// streamed posts body and returns the stream's data lines, each chunk
+// decoded, and the [DONE] marker's presence at the end.
+func streamed(t *testing.T, url, body string) ([]completion, bool) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,25 +142,110 @@ func TestCompletionsStream(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
-	var events []string
+	var out []completion
+	done := false
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			events = append(events, data)
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
 		}
-	}
-	if len(events) != 6 || events[5] != "[DONE]" {
-		t.Fatalf("events %q", events)
-	}
-	for i, ev := range events[:5] {
+		if done {
+			t.Fatalf("data after [DONE]: %s", data)
+		}
+		if data == "[DONE]" {
+			done = true
+			continue
+		}
 		var c completion
-		if err := json.Unmarshal([]byte(ev), &c); err != nil {
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
 			t.Fatal(err)
 		}
-		last := i == 4
-		if (c.Choices[0].FinishReason != nil) != last || (c.Usage != nil) != last || (!last && !strings.HasPrefix(c.Choices[0].Text, " t")) {
-			t.Errorf("event %d: %s", i, ev)
+		out = append(out, c)
+	}
+	return out, done
+}
+
+func TestCompletionsStream(t *testing.T) {
+	e := engine(t, nil)
+	srv := httptest.NewServer(e.Handler())
+	defer srv.Close()
+	// Usage only when asked for, in a chunk of its own with no choices
+	// (OpenAI's stream_options.include_usage; vLLM's bench reads it so).
+	for _, include := range []bool{false, true} {
+		body := `{"prompt":[1,2,3],"max_tokens":4,"stream":true}`
+		if include {
+			body = `{"prompt":[1,2,3],"max_tokens":4,"stream":true,"stream_options":{"include_usage":true}}`
 		}
+		cs, done := streamed(t, srv.URL+"/v1/completions", body)
+		want := 5
+		if include {
+			want = 6
+		}
+		if !done || len(cs) != want {
+			t.Fatalf("include_usage %v: %d chunks, done %v", include, len(cs), done)
+		}
+		for i, c := range cs[:5] {
+			last := i == 4
+			if c.Object != "text_completion" || len(c.Choices) != 1 || (c.Choices[0].FinishReason != nil) != last || c.Usage != nil ||
+				(!last && !strings.HasPrefix(c.Choices[0].Text, " t")) || (last && c.Yuebing == nil) {
+				t.Errorf("include_usage %v: chunk %d: %+v", include, i, c)
+			}
+		}
+		if include {
+			if u := cs[5]; len(u.Choices) != 0 || u.Usage == nil || u.Usage.PromptTokens != 3 || u.Usage.CompletionTokens != 4 {
+				t.Errorf("usage chunk: %+v", u)
+			}
+		}
+	}
+}
+
+func TestChatCompletions(t *testing.T) {
+	e := engine(t, nil)
+	srv := httptest.NewServer(e.Handler())
+	defer srv.Close()
+	url := srv.URL + "/v1/chat/completions"
+	turn1 := `[{"role":"system","content":"You are terse."},{"role":"user","content":"` + strings.Repeat("hello ", 20) + `"}]`
+	status, c := postTo(t, url, `{"model":"test","messages":`+turn1+`,"max_completion_tokens":3}`)
+	if status != 200 || c.Object != "chat.completion" || !strings.HasPrefix(c.ID, "chatcmpl-") || len(c.Choices) != 1 ||
+		c.Choices[0].Message == nil || c.Choices[0].Message.Role != "assistant" || strings.Count(c.Choices[0].Message.Content, " t") != 3 ||
+		*c.Choices[0].FinishReason != "length" || c.Usage.CompletionTokens != 3 {
+		t.Fatalf("%d %+v", status, c)
+	}
+	// The next turn starts with the previous one: its prefix is cached.
+	turn2 := turn1[:len(turn1)-1] + `,{"role":"assistant","content":"ok"},{"role":"user","content":[{"type":"text","text":"more"}]}]`
+	cs, done := streamed(t, url, `{"messages":`+turn2+`,"max_tokens":2,"stream":true,"stream_options":{"include_usage":true}}`)
+	if !done || len(cs) != 4 {
+		t.Fatalf("%d chunks, done %v", len(cs), done)
+	}
+	for i, c := range cs[:3] {
+		last := i == 2
+		if c.Object != "chat.completion.chunk" || len(c.Choices) != 1 || c.Choices[0].Delta == nil ||
+			(i == 0) != (c.Choices[0].Delta.Role == "assistant") || (c.Choices[0].FinishReason != nil) != last ||
+			(!last && (c.Choices[0].Delta.Content == nil || !strings.HasPrefix(*c.Choices[0].Delta.Content, " t"))) {
+			t.Errorf("chunk %d: %+v", i, c)
+		}
+	}
+	if cs[2].Yuebing == nil || cs[2].Yuebing.LocalHitTokens == 0 {
+		t.Errorf("the second turn did not hit the first's prefix: %+v", cs[2].Yuebing)
+	}
+	if u := cs[3]; len(u.Choices) != 0 || u.Usage == nil || u.Usage.CompletionTokens != 2 {
+		t.Errorf("usage chunk: %+v", u)
+	}
+	for _, bad := range []string{`{}`, `{"messages":[]}`, `{"messages":[{"content":"x"}]}`, `{"messages":"hi"}`,
+		`{"messages":[{"role":"user","content":5}]}`, `{"prompt":"hi","messages":[{"role":"user","content":"x"}]}`,
+		`{"messages":[{"role":"user","content":"x"}],"logprobs":true}`} {
+		if status, c := postTo(t, url, bad); status != 400 || c.Error == nil || c.Error.Code != "invalid_request" {
+			t.Errorf("%s: %d %+v", bad, status, c.Error)
+		}
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+		t.Errorf("GET %s: %d, Allow %q", url, resp.StatusCode, resp.Header.Get("Allow"))
 	}
 }
 

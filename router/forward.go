@@ -105,6 +105,7 @@ func (r *Router) forward(ctx context.Context, kind Kind, body []byte, p *Plan, w
 		return false, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	r.passHeaders(ctx, req)
 	resp, err := r.opts.Client.Do(req)
 	if err != nil {
 		return false, r.failed(ctx, e.ID, err)
@@ -203,6 +204,7 @@ func (r *Router) prefillOnly(ctx context.Context, kind Kind, body []byte, id str
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	r.passHeaders(ctx, req)
 	resp, err := r.opts.Client.Do(req)
 	if err != nil {
 		return r.failed(ctx, id, err)

@@ -104,9 +104,6 @@ func ParsePrompt(kind Kind, body []byte, tok *Tokenizer, maxTokens int) (Prompt,
 	default:
 		panic("BUG: router: unknown request kind")
 	}
-	if p.Model == "" {
-		return p, fmt.Errorf("%w: model: required", ErrBadRequest)
-	}
 	if len(p.Tokens) == 0 {
 		return p, fmt.Errorf("%w: empty prompt", ErrBadRequest)
 	}

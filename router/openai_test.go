@@ -28,6 +28,7 @@ func TestParsePrompt(t *testing.T) {
 		}
 	}
 	f(Completions, `{"model":"m","prompt":"hello world"}`, Prompt{Model: "m", Tokens: hello})
+	f(Completions, `{"prompt":"hello world"}`, Prompt{Tokens: hello}) // the served model
 	f(Completions, `{"model":"m","prompt":["hello world"],"max_tokens":5,"stream":true}`, Prompt{Model: "m", Tokens: hello, MaxTokens: 5, Stream: true})
 	f(Completions, `{"model":"m","prompt":[1,2,3],"temperature":0.5}`, Prompt{Model: "m", Tokens: []uint32{1, 2, 3}})
 	f(Completions, `{"model":"m","prompt":[[4294967295]]}`, Prompt{Model: "m", Tokens: []uint32{4294967295}})
@@ -41,7 +42,6 @@ func TestParsePrompt(t *testing.T) {
 			t.Fatalf("%s: got %v, want ErrBadRequest", body, err)
 		}
 	}
-	bad(Completions, `{"prompt":"hi"}`)
 	bad(Completions, `{"model":"m","prompt":""}`)
 	bad(Completions, `{"model":"m","prompt":[]}`)
 	bad(Completions, `{"model":"m","prompt":[1.5]}`)

@@ -63,6 +63,10 @@ type Options struct {
 	Pool []string
 	// PoolToken is the bearer token for the pool's admin API, if any.
 	PoolToken string
+	// EngineAPIKey, when set, is sent to engines as a bearer token (the
+	// key an engine such as vLLM was started with, --api-key), in place of
+	// any Authorization of the client's (WithClientHeaders).
+	EngineAPIKey string
 	// PoolTimeout bounds one index query; past it the request is placed
 	// without pool hits. Default: 50 ms.
 	PoolTimeout time.Duration

@@ -175,7 +175,8 @@ func (r *Router) Prepare(kind Kind, body []byte) (Prepared, error) {
 	if err != nil {
 		return Prepared{}, err
 	}
-	if p.Model != r.opts.Model {
+	// No model is the served one, as vLLM takes it.
+	if p.Model != r.opts.Model && p.Model != "" {
 		return Prepared{}, fmt.Errorf("%w: %q; this router serves %q", ErrModelNotFound, p.Model, r.opts.Model)
 	}
 	return r.prepared(p), nil

@@ -37,6 +37,8 @@ type simEngine struct {
 	// failNext makes the next completion fail: "500" answers a server
 	// error, "close" drops the connection before answering.
 	failNext atomic.Value
+	// headers are the last completion request's headers.
+	headers atomic.Value
 }
 
 func newSimEngine(t *testing.T) *simEngine {
@@ -63,6 +65,7 @@ func newSimEngine(t *testing.T) *simEngine {
 			return
 		}
 		e.served.Add(1)
+		e.headers.Store(r.Header.Clone())
 		if !req.Stream {
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, `{"id":"cmpl-1","object":"text_completion","model":%q,"choices":[{"index":0,"text":"ok","finish_reason":"length"}]}`, testModel)
@@ -364,6 +367,34 @@ func TestRouterStreamsEvents(t *testing.T) {
 	}
 	if len(data) != 4 || data[3] != "[DONE]" || !strings.Contains(data[0], `"t0"`) {
 		t.Fatalf("events %q", data)
+	}
+}
+
+// TestRouterPassesHeaders: an engine sees the client's request id and
+// trace context; the client's Authorization only where the front end lets
+// it through, and the engine API key in place of it when one is set. A
+// request without a model is for the served one, as vLLM takes it.
+func TestRouterPassesHeaders(t *testing.T) {
+	a := newSimEngine(t)
+	for _, tc := range []struct {
+		key      string
+		withAuth bool
+		want     string
+	}{{"", true, "Bearer client"}, {"", false, ""}, {"engine-key", true, "Bearer engine-key"}} {
+		r := startRouter(t, Options{Engines: []Engine{{ID: "a", URL: a.srv.URL}}, EngineAPIKey: tc.key})
+		h := http.Header{}
+		h.Set("Authorization", "Bearer client")
+		h.Set("X-Request-Id", "req-7")
+		h.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+		h.Set("Cookie", "secret")
+		w := httptest.NewRecorder()
+		if err := r.Serve(WithClientHeaders(t.Context(), h, tc.withAuth), Completions, []byte(`{"prompt":"hi"}`), w); err != nil || w.Code != 200 {
+			t.Fatalf("%+v: %v %d", tc, err, w.Code)
+		}
+		got := a.headers.Load().(http.Header)
+		if got.Get("Authorization") != tc.want || got.Get("X-Request-Id") != "req-7" || got.Get("Traceparent") == "" || got.Get("Cookie") != "" {
+			t.Errorf("%+v: engine saw %v", tc, got)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/internal/httperr"
 	"github.com/yuebing/yuebing/scheduler"
 )
 
@@ -274,7 +275,7 @@ func (s *ConductorAPI) schedule(c *gin.Context) {
 		}
 		c.Header("Retry-After", "1")
 		c.AbortWithStatusJSON(http.StatusTooManyRequests, conductorRejection{Error: rejectionDetail{
-			Code: "overloaded", Message: msg, Reason: d.Rejected, Estimates: &est, Prefill: d.Prefill, Decode: d.Decode,
+			Code: "overloaded", Type: httperr.OpenAIType(http.StatusTooManyRequests), Message: msg, Reason: d.Rejected, Estimates: &est, Prefill: d.Prefill, Decode: d.Decode,
 		}})
 		return
 	}
@@ -337,6 +338,7 @@ type conductorRejection struct {
 
 type rejectionDetail struct {
 	Code      string           `json:"code"`
+	Type      string           `json:"type"`
 	Message   string           `json:"message"`
 	Reason    scheduler.Reason `json:"reason,omitempty"`
 	Estimates *estimatesJSON   `json:"estimates,omitempty"`
@@ -345,7 +347,7 @@ type rejectionDetail struct {
 }
 
 func conductorError(c *gin.Context, status int, code, msg string) {
-	c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{Code: code, Message: msg}})
+	c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{Code: code, Type: httperr.OpenAIType(status), Message: msg}})
 }
 
 // Wire forms of responses. Durations are seconds as floats.

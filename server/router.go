@@ -41,6 +41,9 @@ type RouterConfig struct {
 	Pool []string `yaml:"pool,omitempty"`
 	// PoolToken is the admin token for the pool's API, if it needs one.
 	PoolToken string `yaml:"pool_token"`
+	// EngineAPIKey is the bearer token the engines were started with
+	// (vLLM's --api-key), if any.
+	EngineAPIKey string `yaml:"engine_api_key"`
 	// SpeculativeTTL, ProbeInterval, ProbeFailures and RetryAfter: see
 	// router.Options.
 	SpeculativeTTL time.Duration `yaml:"speculative_ttl"`
@@ -56,7 +59,7 @@ func (c RouterConfig) Enabled() bool { return len(c.Engines) > 0 }
 func (c RouterConfig) options(cc ConductorConfig) router.Options {
 	return router.Options{
 		Model: c.Model, Namespace: c.Namespace, BlockSize: c.BlockSize, Encoding: c.Encoding,
-		Engines: c.Engines, Pool: c.Pool, PoolToken: c.PoolToken,
+		Engines: c.Engines, Pool: c.Pool, PoolToken: c.PoolToken, EngineAPIKey: c.EngineAPIKey,
 		SpeculativeTTL: c.SpeculativeTTL, ProbeInterval: c.ProbeInterval, ProbeFailures: c.ProbeFailures, RetryAfter: c.RetryAfter,
 		Scheduler: cc.Options,
 	}
@@ -64,8 +67,11 @@ func (c RouterConfig) options(cc ConductorConfig) router.Options {
 
 // RouterAPI is the OpenAI face of a router.Router.
 type RouterAPI struct {
-	r       *router.Router
-	maxBody int64
+	r *router.Router
+	// passAuth passes the client's Authorization on to engines: only
+	// where the front end does not check tokens of its own.
+	passAuth bool
+	maxBody  int64
 }
 
 // NewRouterAPI returns the API over r.
@@ -87,7 +93,8 @@ func (s *RouterAPI) serve(c *gin.Context, kind router.Kind) {
 		routerFail(c, err)
 		return
 	}
-	if err := s.r.Serve(c.Request.Context(), kind, body, c.Writer); err != nil {
+	ctx := router.WithClientHeaders(c.Request.Context(), c.Request.Header, s.passAuth)
+	if err := s.r.Serve(ctx, kind, body, c.Writer); err != nil {
 		routerFail(c, err)
 	}
 }
@@ -197,11 +204,15 @@ func routerHandler(r *router.Router) (http.Handler, error) {
 	}
 	g := gin.New()
 	g.Use(gin.Recovery())
-	g.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	health := func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
+	g.GET("/healthz", health)
+	g.GET("/health", health) // vLLM's name, which engines' probes and clients wait on
 	mh := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	g.GET("/metrics", func(c *gin.Context) { mh.ServeHTTP(c.Writer, c.Request) })
 	v1 := g.Group("/v1")
-	NewRouterAPI(r).Register(v1)
+	ra := NewRouterAPI(r)
+	ra.passAuth = true // no tokens of its own: the client's are the engines'
+	ra.Register(v1)
 	status.Register(v1)
 	g.NoRoute(func(c *gin.Context) {
 		conductorError(c, http.StatusNotFound, "not_found", "no such endpoint: "+c.Request.Method+" "+c.Request.URL.Path)

@@ -77,6 +77,7 @@ their load and the blocks they hold; see docs/conductor.md.`,
 	f.StringVar(&rc.Encoding, "encoding", "cl100k_base", "tokenizer of text prompts: cl100k_base, o200k_base, p50k_base or r50k_base")
 	f.StringSliceVar(&rc.Pool, "pool", nil, "yuebing node HTTP bases whose cluster index the router queries, repeatable")
 	f.StringVar(&rc.PoolToken, "pool-token", "", "admin token for the pool nodes' API")
+	f.StringVar(&rc.EngineAPIKey, "engine-api-key", "", "bearer token the engines were started with (vLLM's --api-key); without it the client's Authorization is passed on")
 	f.DurationVar(&rc.SpeculativeTTL, "speculative-ttl", 2*time.Second, "how long a routing decision counts the prompt as cached on its engine before events confirm it")
 	f.DurationVar(&rc.ProbeInterval, "probe-interval", time.Second, "how often engines' /metrics are read")
 	f.IntVar(&rc.ProbeFailures, "probe-failures", 3, "unanswered /metrics probes in a row that take an engine out (a refused connection does at once)")

@@ -92,8 +92,26 @@ type Body struct {
 
 // Detail is the error inside a Body.
 type Detail struct {
-	Code    string `json:"code"`
+	Code string `json:"code"`
+	// Type is the OpenAI error type (OpenAIType), set on the OpenAI
+	// endpoints' answers, where clients read it.
+	Type    string `json:"type,omitempty"`
 	Message string `json:"message"`
+}
+
+// OpenAIType returns the OpenAI API's error type for an HTTP status.
+func OpenAIType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
 }
 
 func isMaxBytes(err error) bool {
