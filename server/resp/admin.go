@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // redisVersion is the Redis release whose commands and replies the front
@@ -60,13 +62,17 @@ func cmdAuth(c *conn, args [][]byte) error {
 		c.writeError(errSyntax)
 		return nil
 	}
-	if c.s.opts.Tokens == nil {
-		c.writeError("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-		return nil
-	}
 	user := []byte(nil)
 	if len(args) == 3 {
 		user = args[1]
+	}
+	if c.s.opts.Tokens == nil {
+		if msg := openAuth(user); msg != "" {
+			c.writeError(msg)
+			return nil
+		}
+		c.writeOK()
+		return nil
 	}
 	if msg := c.authenticate(user, args[len(args)-1]); msg != "" {
 		c.writeError(msg)
@@ -97,6 +103,9 @@ func (c *conn) authenticate(user, token []byte) string {
 		return "ERR " + err.Error()
 	}
 	c.principal, c.authed, c.sp = p, true, sp
+	c.mu.Lock()
+	c.mu.user = p.Tenant
+	c.mu.Unlock()
 	c.r.lim = c.s.limits(false)
 	return ""
 }
@@ -133,10 +142,11 @@ func cmdHello(c *conn, args [][]byte) error {
 	}
 	if authGiven {
 		if c.s.opts.Tokens == nil {
-			c.writeError("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-			return nil
-		}
-		if msg := c.authenticate(user, pass); msg != "" {
+			if msg := openAuth(user); msg != "" {
+				c.writeError(msg)
+				return nil
+			}
+		} else if msg := c.authenticate(user, pass); msg != "" {
 			c.writeError(msg)
 			return nil
 		}
@@ -150,9 +160,14 @@ func cmdHello(c *conn, args [][]byte) error {
 			c.writeError("ERR Client names cannot contain spaces, newlines or special characters.")
 			return nil
 		}
-		c.name = string(name)
+		c.mu.Lock()
+		c.mu.name = string(name)
+		c.mu.Unlock()
 	}
 	c.proto = proto
+	c.mu.Lock()
+	c.mu.proto = proto
+	c.mu.Unlock()
 	c.writeMap(7)
 	c.writeBulkString("server")
 	c.writeBulkString("redis")
@@ -171,6 +186,21 @@ func cmdHello(c *conn, args [][]byte) error {
 	return nil
 }
 
+// openAuth answers AUTH on a server without tokens as Redis does with no
+// password set: the default user takes any password, so clients that
+// always send one (a redis://default:pw@host URL, --user) still connect;
+// any other user does not exist; AUTH with a password alone is a
+// configuration mistake worth saying.
+func openAuth(user []byte) string {
+	switch {
+	case user == nil:
+		return "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
+	case string(user) != "default":
+		return "WRONGPASS invalid username-password pair or user is disabled."
+	}
+	return ""
+}
+
 func validClientName(b []byte) bool {
 	for _, ch := range b {
 		if ch < '!' || ch > '~' {
@@ -186,34 +216,126 @@ func cmdClient(c *conn, args [][]byte) error {
 	case eq(sub, "id") && len(args) == 2:
 		c.writeInt(c.id)
 	case eq(sub, "getname") && len(args) == 2:
-		if c.name == "" {
+		c.mu.Lock()
+		name := c.mu.name
+		c.mu.Unlock()
+		if name == "" {
 			c.writeNull()
 		} else {
-			c.writeBulkString(c.name)
+			c.writeBulkString(name)
 		}
 	case eq(sub, "setname") && len(args) == 3:
 		if !validClientName(args[2]) {
 			c.writeError("ERR Client names cannot contain spaces, newlines or special characters.")
 			return nil
 		}
-		c.name = string(args[2])
+		c.mu.Lock()
+		c.mu.name = string(args[2])
+		c.mu.Unlock()
 		c.writeOK()
 	case eq(sub, "setinfo") && len(args) == 4:
 		if !eq(args[2], "lib-name") && !eq(args[2], "lib-ver") {
 			c.writeError("ERR Unrecognized option '" + string(trunc(args[2], 128)) + "'")
 			return nil
 		}
+		if !validClientName(args[3]) {
+			c.writeError("ERR " + string(bytes.ToLower(args[2])) + " cannot contain spaces, newlines or special characters.")
+			return nil
+		}
+		c.mu.Lock()
+		if eq(args[2], "lib-name") {
+			c.mu.libName = string(args[3])
+		} else {
+			c.mu.libVer = string(args[3])
+		}
+		c.mu.Unlock()
 		c.writeOK()
 	case eq(sub, "info") && len(args) == 2:
-		c.writeVerbatim(c.clientInfo() + "\n")
+		c.writeVerbatim(c.clientInfo(time.Now()) + "\n")
+	case eq(sub, "list"):
+		// CLIENT LIST [TYPE normal] [ID id ...]: every client is a normal one.
+		var ids map[int64]bool
+		for i := 2; i < len(args); i++ {
+			switch {
+			case eq(args[i], "type") && i+1 < len(args):
+				if t := args[i+1]; !eq(t, "normal") && !eq(t, "master") && !eq(t, "replica") && !eq(t, "slave") && !eq(t, "pubsub") {
+					c.writeError("ERR Unknown client type '" + string(trunc(t, 128)) + "'")
+					return nil
+				} else if !eq(t, "normal") {
+					ids = map[int64]bool{} // none of those here
+				}
+				i++
+			case eq(args[i], "id") && i+1 < len(args):
+				if ids == nil {
+					ids = map[int64]bool{}
+				}
+				for i++; i < len(args); i++ {
+					id, ok := parseInt(args[i])
+					if !ok || id <= 0 {
+						c.writeError("ERR Invalid client ID")
+						return nil
+					}
+					ids[id] = true
+				}
+			default:
+				c.writeError(errSyntax)
+				return nil
+			}
+		}
+		var b strings.Builder
+		now := time.Now()
+		for _, o := range c.s.clients() {
+			if ids == nil || ids[o.id] {
+				b.WriteString(o.clientInfo(now))
+				b.WriteByte('\n')
+			}
+		}
+		c.writeVerbatim(b.String())
+	case (eq(sub, "no-evict") || eq(sub, "no-touch")) && len(args) == 3:
+		if !eq(args[2], "on") && !eq(args[2], "off") {
+			c.writeError(errSyntax)
+			return nil
+		}
+		c.writeOK() // nothing here evicts clients or keeps access times
+	case eq(sub, "help") && len(args) == 2:
+		help := []string{
+			"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+			"GETNAME", "    Return the name of the current connection.",
+			"ID", "    Return the ID of the current connection.",
+			"INFO", "    Return information about the current client connection.",
+			"LIST [TYPE normal] [ID <id> [<id> ...]]", "    Return information about client connections.",
+			"NO-EVICT (ON|OFF)", "    Accepted; clients are never evicted here.",
+			"NO-TOUCH (ON|OFF)", "    Accepted; keys keep no access time here.",
+			"SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client meta attr.",
+			"SETNAME <name>", "    Assign the name <name> to the current connection.",
+			"HELP", "    Print this help.",
+		}
+		c.writeArray(len(help))
+		for _, h := range help {
+			c.writeSimple(h)
+		}
+	case eq(sub, "id") || eq(sub, "getname") || eq(sub, "setname") || eq(sub, "setinfo") || eq(sub, "info") || eq(sub, "no-evict") || eq(sub, "no-touch") || eq(sub, "help"):
+		c.writeError("ERR wrong number of arguments for 'client|" + strings.ToLower(string(sub)) + "' command")
 	default:
-		c.writeError("ERR unknown subcommand or wrong number of arguments for '" + string(trunc(sub, 128)) + "'. Try CLIENT HELP.")
+		c.writeError("ERR unknown subcommand '" + string(trunc(sub, 128)) + "'. Try CLIENT HELP.")
 	}
 	return nil
 }
 
-func (c *conn) clientInfo() string {
-	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s db=0 resp=%d user=%s", c.id, c.nc.RemoteAddr(), c.nc.LocalAddr(), c.name, c.proto, c.principal.Tenant)
+// clientInfo is the connection's line of CLIENT INFO and CLIENT LIST, with
+// Redis 7's fields (those that mean nothing here at their idle values), so
+// clients that parse it into a dict find every key.
+func (c *conn) clientInfo(now time.Time) string {
+	c.mu.Lock()
+	name, libName, libVer, cmd, active, user, proto := c.mu.name, c.mu.libName, c.mu.libVer, c.mu.cmd, c.mu.active, c.mu.user, c.mu.proto
+	c.mu.Unlock()
+	if cmd == "" {
+		cmd = "NULL"
+	}
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 "+
+		"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=%d rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s",
+		c.id, c.nc.RemoteAddr(), c.nc.LocalAddr(), name, int64(now.Sub(c.born).Seconds()), int64(now.Sub(active).Seconds()),
+		maxLine, cmd, user, proto, libName, libVer)
 }
 
 // cmdCommand answers COMMAND, COMMAND COUNT, LIST, INFO and DOCS from the

@@ -185,6 +185,22 @@ func python(t testing.TB) string {
 	return ""
 }
 
+// TestRedisPyClient runs what redis-py's users do beyond GET and SET:
+// URL login, CLIENT INFO and LIST parsed into dicts, transactional and
+// plain pipelines, a transaction discarded for a bad command, RESET.
+func TestRedisPyClient(t *testing.T) {
+	py := python(t)
+	s := startServer(t, Options{})
+	h, p := hostPort(t, s.addr)
+	out := runTool(t, nil, py, "testdata/redispy_client.py", h, p)
+	if !strings.HasPrefix(out, "ok ") {
+		t.Fatalf("redispy_client.py: %q", out)
+	}
+	if st := s.Stats(); st.Keys != 0 {
+		t.Errorf("after the script: %d keys", st.Keys)
+	}
+}
+
 // TestLMCacheFlow runs LMCache's RedisConnector traffic with redis-py's
 // sync and asyncio clients.
 func TestLMCacheFlow(t *testing.T) {

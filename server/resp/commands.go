@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/yuebing/yuebing/tier"
 )
@@ -75,10 +76,12 @@ func (c *conn) exec(n int) error {
 			return err
 		}
 		c.writeError("ERR unknown command, with a name of " + fmt.Sprint(big) + " bytes")
+		c.abortTx()
 		return nil
 	}
 	cmd := lookupCommand(name)
 	if cmd == nil {
+		c.abortTx()
 		return c.unknown(name)
 	}
 	// Redis's order: an unknown command, then a wrong arity, then a
@@ -88,6 +91,7 @@ func (c *conn) exec(n int) error {
 			return err
 		}
 		c.writeError("ERR wrong number of arguments for '" + cmd.name + "' command")
+		c.abortTx()
 		return nil
 	}
 	if !c.authed && !cmd.noAuth {
@@ -99,12 +103,19 @@ func (c *conn) exec(n int) error {
 	}
 	// Counted once run, as Redis does: INFO does not count itself.
 	defer c.s.stats.commands.Add(1)
+	c.mu.Lock()
+	c.mu.cmd, c.mu.active = cmd.name, time.Now()
+	c.mu.Unlock()
 	if cmd.admin && !c.principal.IsAdmin() {
 		if err := c.r.skipRest(); err != nil {
 			return err
 		}
 		c.writeError("NOPERM this user has no permissions to run the '" + cmd.name + "' command")
+		c.abortTx()
 		return nil
+	}
+	if c.tx != nil && !txControl(cmd) {
+		return c.queue(cmd, n)
 	}
 	if cmd.stream != nil {
 		return cmd.stream(c, n)
@@ -187,6 +198,10 @@ func commandTable() []*command {
 		{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, group: "connection", since: "6.0.0", summary: "Handshakes with the server.", noAuth: true, fn: cmdHello},
 		{name: "select", arity: 2, flags: []string{"loading", "stale", "fast"}, group: "connection", since: "1.0.0", summary: "Changes the selected database (only 0 exists).", fn: cmdSelect},
 		{name: "client", arity: -2, flags: []string{"noscript", "loading", "stale"}, group: "connection", since: "2.4.0", summary: "A container for client connection commands.", fn: cmdClient},
+		{name: "multi", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, group: "transactions", since: "1.2.0", summary: "Starts a transaction.", fn: cmdMulti},
+		{name: "exec", arity: 1, flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, group: "transactions", since: "1.2.0", summary: "Executes all commands in a transaction.", fn: cmdExec},
+		{name: "discard", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, group: "transactions", since: "2.0.0", summary: "Discards a transaction.", fn: cmdDiscard},
+		{name: "reset", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, group: "connection", since: "6.2.0", summary: "Resets the connection.", noAuth: true, fn: cmdReset},
 		{name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, group: "connection", since: "1.0.0", summary: "Closes the connection.", noAuth: true, fn: cmdQuit},
 		{name: "command", arity: -1, flags: []string{"loading", "stale"}, group: "server", since: "2.8.13", summary: "Returns detailed information about all commands.", fn: cmdCommand},
 		{name: "info", arity: -1, flags: []string{"loading", "stale"}, group: "server", since: "1.0.0", summary: "Returns information and statistics about the server.", fn: cmdInfo},

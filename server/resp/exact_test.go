@@ -98,12 +98,41 @@ var exactSteps = []struct {
 	{[]string{"CLIENT", "SETNAME", "a b"}, "-ERR Client names cannot contain spaces, newlines or special characters.\r\n", true},
 	{[]string{"CLIENT", "SETINFO", "lib-name", "redis-py"}, "+OK\r\n", false}, // Redis 7.2
 	{[]string{"AUTH", "secret"}, "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n", true},
+	// Without passwords the default user takes any (redis://default:pw@
+	// URLs, redis-cli --user); other users do not exist.
+	{[]string{"AUTH", "default", "secret"}, "+OK\r\n", true},
+	{[]string{"AUTH", "bob", "secret"}, "-WRONGPASS invalid username-password pair or user is disabled.\r\n", true},
+	{[]string{"CLIENT", "FOO"}, "-ERR unknown subcommand 'FOO'. Try CLIENT HELP.\r\n", true},
+	{[]string{"CLIENT", "SETNAME"}, "-ERR wrong number of arguments for 'client|setname' command\r\n", true},
+	{[]string{"CLIENT", "NO-EVICT", "on"}, "+OK\r\n", true},
+	{[]string{"CLIENT", "LIST", "TYPE", "pubsub"}, "$0\r\n\r\n", true},
 	{[]string{"HELLO", "4"}, "-NOPROTO unsupported protocol version\r\n", true},
 	{[]string{"FLUSHDB"}, "+OK\r\n", true},
 	{[]string{"DBSIZE"}, ":0\r\n", true},
 	{[]string{"MGET", "a"}, "*1\r\n$-1\r\n", true},
 	{[]string{"COMMAND", "INFO", "get"}, "*1\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n*1\r\n+@string\r\n*0\r\n*0\r\n*0\r\n", false},
 	{[]string{"CONFIG", "GET", "appendonly"}, "*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n", true},
+	// Transactions: queued, then run in order; an error while queueing
+	// runs nothing.
+	{[]string{"MULTI"}, "+OK\r\n", true},
+	{[]string{"SET", "t", "1"}, "+QUEUED\r\n", true},
+	{[]string{"GET", "t"}, "+QUEUED\r\n", true},
+	{[]string{"EXEC"}, "*2\r\n+OK\r\n$1\r\n1\r\n", true},
+	{[]string{"MULTI"}, "+OK\r\n", true},
+	{[]string{"SET", "t", "2"}, "+QUEUED\r\n", true},
+	{[]string{"GET"}, "-ERR wrong number of arguments for 'get' command\r\n", true},
+	{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n", true},
+	{[]string{"GET", "t"}, "$1\r\n1\r\n", true},
+	{[]string{"EXEC"}, "-ERR EXEC without MULTI\r\n", true},
+	{[]string{"DISCARD"}, "-ERR DISCARD without MULTI\r\n", true},
+	{[]string{"MULTI"}, "+OK\r\n", true},
+	{[]string{"MULTI"}, "-ERR MULTI calls can not be nested\r\n", true},
+	{[]string{"DEL", "t"}, "+QUEUED\r\n", true},
+	{[]string{"DISCARD"}, "+OK\r\n", true},
+	{[]string{"MULTI"}, "+OK\r\n", true},
+	{[]string{"EXEC"}, "*0\r\n", true},
+	{[]string{"DEL", "t"}, ":1\r\n", true},
+	{[]string{"RESET"}, "+RESET\r\n", true},
 	{[]string{"QUIT"}, "+OK\r\n", true},
 }
 

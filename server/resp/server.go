@@ -1,11 +1,13 @@
 package resp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -347,6 +349,18 @@ func (s *Server) track(c *conn) bool {
 	return true
 }
 
+// clients returns the open connections, oldest first.
+func (s *Server) clients() []*conn {
+	s.mu.Lock()
+	out := make([]*conn, 0, len(s.mu.conns))
+	for c := range s.mu.conns {
+		out = append(out, c)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b *conn) int { return cmp.Compare(a.id, b.id) })
+	return out
+}
+
 func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	delete(s.mu.conns, c)
@@ -417,13 +431,14 @@ type conn struct {
 	out   []byte
 	id    int64
 	proto int
-	name  string // CLIENT SETNAME
+	born  time.Time
 
 	principal auth.Principal
 	authed    bool
 	sp        *space
 
 	kbuf, pbuf []byte // scratch for table keys
+	tx         *tx    // MULTI: commands queued for EXEC
 
 	quit     bool      // QUIT: close after the reply
 	errs     int       // error replies written
@@ -435,14 +450,22 @@ type conn struct {
 		sync.Mutex
 		idle        bool // waiting for the next command
 		interrupted bool // Shutdown began
+		// What CLIENT LIST shows of the connection to others.
+		name, libName, libVer string // CLIENT SETNAME, SETINFO
+		cmd                   string // the last command
+		active                time.Time
+		user                  string // the tenant authenticated as
+		proto                 int
 	}
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, id: s.ids.Add(1), proto: 2}
+	c := &conn{s: s, nc: nc, id: s.ids.Add(1), proto: 2, born: time.Now()}
+	c.mu.active, c.mu.proto = c.born, 2
 	c.r = newReader(connReader{c}, s.limits(false))
 	if s.opts.Tokens == nil {
 		c.principal, c.authed = auth.Open, true
+		c.mu.user = auth.Open.Tenant
 		c.sp, _ = s.namespace(auth.DefaultTenant) // validated by Options.Validate
 	} else {
 		c.r.lim = s.limits(true)
@@ -497,6 +520,7 @@ func (r connReader) Read(p []byte) (int, error) {
 func (c *conn) serve() {
 	defer c.s.untrack(c)
 	defer c.nc.Close()
+	defer c.endTx()
 	for {
 		c.busy = false
 		if c.rdlSet {

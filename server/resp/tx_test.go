@@ -1,0 +1,92 @@
+package resp
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yuebing/yuebing/server/budget"
+)
+
+// TestTransactions: values too long to buffer per command (streamed
+// outside a transaction) queue whole and run at EXEC; a transaction holds
+// its queued bytes in the in-flight budget until EXEC, DISCARD or the
+// connection's end, and one past MaxValueSize or the budget is refused at
+// the command that overflows it, EXEC then running nothing.
+func TestTransactions(t *testing.T) {
+	bud, err := budget.New(budget.Options{Capacity: 4 << 20, Wait: 20 * time.Millisecond, Name: "limits.max_inflight_bytes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, Options{Budget: bud.User("resp"), MaxValueSize: 3 << 20})
+	c := dial(t, s.addr)
+	big := strings.Repeat("b", 1<<20)
+	if got := c.do("MULTI"); got != "+OK\r\n" {
+		t.Fatal(got)
+	}
+	for _, args := range [][]string{{"SET", "a", big}, {"SET", "b", "small", "EX", "100"}, {"MSET", "c", big, "d", "x"}, {"STRLEN", "a"}} {
+		if got := c.do(args...); got != "+QUEUED\r\n" {
+			t.Fatalf("%.20q: %q", args, got)
+		}
+	}
+	if bud.InUse() < 2<<20 {
+		t.Fatalf("a transaction of 2 MiB holds %d bytes of the budget", bud.InUse())
+	}
+	if got := c.do("EXEC"); got != "*4\r\n+OK\r\n+OK\r\n+OK\r\n:1048576\r\n" {
+		t.Fatalf("EXEC: %q", got)
+	}
+	if got := c.do("MGET", "b", "d"); got != "*2\r\n$5\r\nsmall\r\n$1\r\nx\r\n" {
+		t.Fatalf("after EXEC: %q", got)
+	}
+	if got := c.do("TTL", "b"); got != ":100\r\n" && got != ":99\r\n" {
+		t.Fatalf("TTL b: %q", got)
+	}
+	waitFor(t, 5*time.Second, func() bool { return bud.InUse() == 0 })
+
+	// Over MaxValueSize: the command that overflows is refused, and EXEC
+	// runs nothing.
+	c.do("MULTI")
+	for i := range 2 {
+		if got := c.do("SET", "e", big); got != "+QUEUED\r\n" {
+			t.Fatalf("SET %d: %q", i, got)
+		}
+	}
+	if got := c.do("SET", "e", big); !strings.HasPrefix(got, "-ERR transaction of more than") {
+		t.Fatalf("the third MiB: %q", got)
+	}
+	if got := c.do("EXEC"); got != "-EXECABORT Transaction discarded because of previous errors.\r\n" {
+		t.Fatalf("EXEC: %q", got)
+	}
+	if got := c.do("EXISTS", "e"); got != ":0\r\n" {
+		t.Fatalf("after EXECABORT: %q", got)
+	}
+	waitFor(t, 5*time.Second, func() bool { return bud.InUse() == 0 })
+
+	// The budget: another connection holds most of it; the queued value
+	// that does not fit is refused.
+	hog, ok := bud.User("hog").TryAcquire(3 << 20)
+	if !ok {
+		t.Fatal("could not take the budget")
+	}
+	c.do("MULTI")
+	if got := c.do("SET", "f", big); !strings.HasPrefix(got, "-ERR value of") {
+		t.Fatalf("over the budget: %q", got)
+	}
+	if got := c.do("DISCARD"); got != "+OK\r\n" {
+		t.Fatal(got)
+	}
+	hog()
+
+	// A connection that ends inside MULTI gives its budget back.
+	d := dial(t, s.addr)
+	d.do("MULTI")
+	d.do("SET", "g", big)
+	if bud.InUse() == 0 {
+		t.Fatal("a queued value holds no budget")
+	}
+	d.nc.Close()
+	waitFor(t, 5*time.Second, func() bool { return bud.InUse() == 0 })
+	if got := c.do("EXISTS", "f", "g"); got != ":0\r\n" {
+		t.Fatalf("discarded and abandoned transactions wrote: %q", got)
+	}
+}
