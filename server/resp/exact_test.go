@@ -112,6 +112,22 @@ var exactSteps = []struct {
 	{[]string{"MGET", "a"}, "*1\r\n$-1\r\n", true},
 	{[]string{"COMMAND", "INFO", "get"}, "*1\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n*1\r\n+@string\r\n*0\r\n*0\r\n*0\r\n", false},
 	{[]string{"CONFIG", "GET", "appendonly"}, "*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n", true},
+	// SET's relatives.
+	{[]string{"SETEX", "s", "100", "v"}, "+OK\r\n", true},
+	{[]string{"SETEX", "s", "0", "v"}, "-ERR invalid expire time in 'setex' command\r\n", true},
+	{[]string{"SETEX", "s", "x", "v"}, "-ERR value is not an integer or out of range\r\n", true},
+	{[]string{"PSETEX", "p", "100000", "v"}, "+OK\r\n", true},
+	{[]string{"SETNX", "s", "w"}, ":0\r\n", true},
+	{[]string{"SETNX", "n", "w"}, ":1\r\n", true},
+	{[]string{"GETSET", "n", "z"}, "$1\r\nw\r\n", true},
+	{[]string{"GETSET", "m", "z"}, "$-1\r\n", true},
+	{[]string{"GETDEL", "n"}, "$1\r\nz\r\n", true},
+	{[]string{"GETDEL", "n"}, "$-1\r\n", true},
+	{[]string{"EXPIREAT", "s", "1"}, ":1\r\n", true},
+	{[]string{"EXISTS", "s"}, ":0\r\n", true},
+	{[]string{"PEXPIREAT", "p", "99999999999999"}, ":1\r\n", true},
+	{[]string{"PEXPIREAT", "nothing", "1"}, ":0\r\n", true},
+	{[]string{"DEL", "p", "m"}, ":2\r\n", true},
 	// Transactions: queued, then run in order; an error while queueing
 	// runs nothing.
 	{[]string{"MULTI"}, "+OK\r\n", true},

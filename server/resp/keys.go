@@ -249,20 +249,43 @@ func cmdExists(c *conn, args [][]byte) error {
 func cmdDel(c *conn, args [][]byte) error {
 	n := 0
 	for _, name := range args[1:] {
-		deleted := false
-		if e := c.find(name); e != nil && c.s.ks.swap(e.key, e, nil) {
-			c.s.store.Delete(e.bkey)
-			deleted = true
-		}
-		if c.deletedHere(name) {
-			deleted = true
-		}
-		if deleted {
+		if c.del(name) {
 			n++
 		}
 	}
 	c.writeInt(int64(n))
 	return nil
+}
+
+// del deletes name here and, in a cluster, everywhere; it reports whether
+// a value was deleted.
+func (c *conn) del(name []byte) bool {
+	deleted := false
+	if e := c.find(name); e != nil && c.s.ks.swap(e.key, e, nil) {
+		c.s.store.Delete(e.bkey)
+		deleted = true
+	}
+	if c.deletedHere(name) {
+		deleted = true
+	}
+	return deleted
+}
+
+// cmdGetDel answers the value, then deletes the key.
+func cmdGetDel(c *conn, args [][]byte) error {
+	h, _, msg := c.open(args[1])
+	switch {
+	case msg != "":
+		c.writeError(msg)
+		return nil
+	case h == nil:
+		c.writeNull()
+		return nil
+	}
+	err := c.writeView(h.Bytes())
+	h.Release()
+	c.del(args[1])
+	return err
 }
 
 func cmdType(c *conn, args [][]byte) error {

@@ -11,6 +11,8 @@ import (
 type setOpts struct {
 	nx, xx, get, keepTTL bool
 	expireAt             int64 // Unix ms; 0 for none
+	// intReply answers :1 for a value set and :0 for one skipped (SETNX).
+	intReply bool
 }
 
 // parseSetOpts parses SET's options as Redis 7 does: flags first (a
@@ -278,6 +280,10 @@ func (c *conn) rewrite(name []byte, e *entry) *entry {
 
 // setSkipped answers a SET whose NX or XX condition failed.
 func (c *conn) setSkipped(name []byte, o setOpts) error {
+	if o.intReply {
+		c.writeInt(0)
+		return nil
+	}
 	if !o.get {
 		c.writeNull()
 		return nil
@@ -341,6 +347,8 @@ func (c *conn) install(name []byte, e *entry, o setOpts, reply bool) error {
 			return nil
 		}
 		switch {
+		case o.intReply:
+			c.writeInt(1)
 		case !o.get:
 			c.writeOK()
 		case old == nil:
@@ -352,6 +360,75 @@ func (c *conn) install(name []byte, e *entry, o setOpts, reply bool) error {
 		}
 		return nil
 	}
+}
+
+// setWith stores the value that comes next, the rest of the command, with
+// o: SETEX, PSETEX, SETNX and GETSET are SET with options, their value
+// last, streamed when long as SET streams it.
+func (c *conn) setWith(name []byte, o setOpts) error {
+	val, vbig, err := c.r.next()
+	if err != nil {
+		return err
+	}
+	if vbig == 0 {
+		return c.setSmall(name, val, o, true)
+	}
+	return c.setStreamed(name, vbig, func() (setOpts, string, error) { return o, "", nil }, true)
+}
+
+// cmdSetEx is SETEX key seconds value, and with ms PSETEX.
+func cmdSetEx(ms bool) func(c *conn, n int) error {
+	return func(c *conn, n int) error {
+		name, ok, err := c.readKey()
+		if !ok {
+			return err
+		}
+		num, big, err := c.r.next()
+		if err != nil {
+			return err
+		}
+		cmd := "setex"
+		if ms {
+			cmd = "psetex"
+		}
+		t, ok := parseInt(num)
+		msg := ""
+		switch {
+		case big > 0 || !ok:
+			msg = errInt
+		case t <= 0 || !ms && t > math.MaxInt64/1000:
+			msg = "ERR invalid expire time in '" + cmd + "' command"
+		}
+		if !ms {
+			t *= 1000
+		}
+		if now := c.s.nowMs(); msg == "" && t > math.MaxInt64-now {
+			msg = "ERR invalid expire time in '" + cmd + "' command"
+		} else {
+			t += now
+		}
+		if msg != "" {
+			c.writeError(msg)
+			return c.r.skipRest()
+		}
+		return c.setWith(name, setOpts{expireAt: t})
+	}
+}
+
+func cmdSetNX(c *conn, n int) error {
+	name, ok, err := c.readKey()
+	if !ok {
+		return err
+	}
+	return c.setWith(name, setOpts{nx: true, intReply: true})
+}
+
+func cmdGetSet(c *conn, n int) error {
+	name, ok, err := c.readKey()
+	if !ok {
+		return err
+	}
+	return c.setWith(name, setOpts{get: true})
 }
 
 // cmdMSet stores pair after pair as they arrive, streaming long values like

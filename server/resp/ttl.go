@@ -21,13 +21,16 @@ func ttl(c *conn, name []byte, unit int64) error {
 	return nil
 }
 
-func cmdExpire(c *conn, args [][]byte) error  { return expire(c, args, 1000, "expire") }
-func cmdPExpire(c *conn, args [][]byte) error { return expire(c, args, 1, "pexpire") }
+func cmdExpire(c *conn, args [][]byte) error    { return expire(c, args, 1000, "expire", false) }
+func cmdPExpire(c *conn, args [][]byte) error   { return expire(c, args, 1, "pexpire", false) }
+func cmdExpireAt(c *conn, args [][]byte) error  { return expire(c, args, 1000, "expireat", true) }
+func cmdPExpireAt(c *conn, args [][]byte) error { return expire(c, args, 1, "pexpireat", true) }
 
-// expire is EXPIRE and PEXPIRE with Redis 7's NX, XX, GT and LT. The new
-// deadline holds while the server runs; the value's block keeps the one it
-// was written with (docs/resp.md, "Expiry").
-func expire(c *conn, args [][]byte, unit int64, name string) error {
+// expire is EXPIRE and PEXPIRE (and, absolute, EXPIREAT and PEXPIREAT: n
+// is a Unix time) with Redis 7's NX, XX, GT and LT. The new deadline holds
+// while the server runs; the value's block keeps the one it was written
+// with (docs/resp.md, "Expiry").
+func expire(c *conn, args [][]byte, unit int64, name string, absolute bool) error {
 	n, ok := parseInt(args[2])
 	if !ok {
 		c.writeError(errInt)
@@ -58,11 +61,15 @@ func expire(c *conn, args [][]byte, unit int64, name string) error {
 		return nil
 	}
 	now := c.s.nowMs()
-	if n > math.MaxInt64/unit || n < math.MinInt64/unit || n*unit > 0 && now > math.MaxInt64-n*unit {
+	base := now
+	if absolute {
+		base = 0
+	}
+	if n > math.MaxInt64/unit || n < math.MinInt64/unit || n*unit > 0 && base > math.MaxInt64-n*unit {
 		c.writeError("ERR invalid expire time in '" + name + "' command")
 		return nil
 	}
-	at := now + n*unit
+	at := base + n*unit
 	e := c.find(args[1])
 	if e == nil {
 		e = c.findRemote(args[1])

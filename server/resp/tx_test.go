@@ -90,3 +90,33 @@ func TestTransactions(t *testing.T) {
 		t.Fatalf("discarded and abandoned transactions wrote: %q", got)
 	}
 }
+
+// TestSetRelativesStream: SETEX, PSETEX, SETNX and GETSET stream a long
+// value as SET does, with their options applied.
+func TestSetRelativesStream(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dial(t, s.addr)
+	big := strings.Repeat("x", 300<<10)
+	for _, st := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"SETEX", "a", "100", big}, "+OK\r\n"},
+		{[]string{"PSETEX", "b", "100000", big}, "+OK\r\n"},
+		{[]string{"SETNX", "a", big}, ":0\r\n"},
+		{[]string{"SETNX", "c", big}, ":1\r\n"},
+		{[]string{"GETSET", "c", "small"}, "$307200\r\n" + big + "\r\n"},
+		{[]string{"GETSET", "c", big}, "$5\r\nsmall\r\n"},
+		{[]string{"STRLEN", "c"}, ":307200\r\n"},
+		{[]string{"EXISTS", "a", "b", "c"}, ":3\r\n"},
+	} {
+		if got := c.do(st.args...); got != st.want {
+			t.Fatalf("%.24q: %.60q, want %.60q", st.args, got, st.want)
+		}
+	}
+	for _, k := range []string{"a", "b"} {
+		if got := c.do("TTL", k); got != ":100\r\n" && got != ":99\r\n" {
+			t.Errorf("TTL %s: %q", k, got)
+		}
+	}
+}
