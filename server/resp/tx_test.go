@@ -1,7 +1,9 @@
 package resp
 
 import (
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,5 +120,33 @@ func TestSetRelativesStream(t *testing.T) {
 		if got := c.do("TTL", k); got != ":100\r\n" && got != ":99\r\n" {
 			t.Errorf("TTL %s: %q", k, got)
 		}
+	}
+}
+
+// TestIncrConcurrent: increments from many clients are never lost, and
+// the key keeps its deadline.
+func TestIncrConcurrent(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dial(t, s.addr)
+	c.do("SET", "n", "0", "EX", "1000")
+	const clients, each = 8, 100
+	var wg sync.WaitGroup
+	for range clients {
+		d := dial(t, s.addr)
+		wg.Go(func() {
+			for range each {
+				if got := d.do("INCR", "n"); got[0] != ':' {
+					t.Errorf("INCR: %q", got)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := c.do("GET", "n"), strconv.Itoa(clients*each); got != "$"+strconv.Itoa(len(want))+"\r\n"+want+"\r\n" {
+		t.Fatalf("GET n = %q, want %s", got, want)
+	}
+	if got := c.do("TTL", "n"); got != ":1000\r\n" && got != ":999\r\n" {
+		t.Fatalf("TTL n = %q", got)
 	}
 }
