@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -420,24 +421,42 @@ func (c *conn) commandInfo(cmd *command) {
 // (redis-benchmark reads save and appendonly). The configuration is set at
 // start-up; CONFIG SET is refused.
 func cmdConfig(c *conn, args [][]byte) error {
-	if !eq(args[1], "get") || len(args) < 3 {
+	if eq(args[1], "get") && len(args) < 3 {
+		c.writeError("ERR wrong number of arguments for 'config|get' command")
+		return nil
+	}
+	if !eq(args[1], "get") {
 		c.writeError("ERR CONFIG " + strings.ToUpper(string(trunc(args[1], 32))) + " is not supported: yuebing is configured at start-up")
 		return nil
 	}
 	params := c.s.configParams()
-	names := make([]string, 0, len(params))
-	for name := range params {
-		for _, p := range args[2:] {
-			if match(lower(p), []byte(name)) {
-				names = append(names, name)
-				break
+	// A name asked for exactly is answered as it was spelled (CONFIG GET
+	// MAXMEMORY answers "MAXMEMORY"), a pattern's matches in lower case:
+	// Redis's rule, which clients indexing the reply by their own
+	// spelling rely on.
+	shown := make(map[string]string, len(params))
+	for _, p := range args[2:] {
+		lp := lower(p)
+		if _, ok := params[string(lp)]; ok && !bytes.ContainsAny(p, "*?[") {
+			if _, dup := shown[string(lp)]; !dup {
+				shown[string(lp)] = string(p)
+			}
+			continue
+		}
+		for name := range params {
+			if _, dup := shown[name]; !dup && match(lp, []byte(name)) {
+				shown[name] = name
 			}
 		}
+	}
+	names := make([]string, 0, len(shown))
+	for name := range shown {
+		names = append(names, name)
 	}
 	sort.Strings(names)
 	c.writeMap(len(names))
 	for _, n := range names {
-		c.writeBulkString(n)
+		c.writeBulkString(shown[n])
 		c.writeBulkString(params[n])
 	}
 	return nil
@@ -573,6 +592,18 @@ func cmdInfo(c *conn, args [][]byte) error {
 	section("Replication", func() {
 		kv("role", "master")
 		kv("connected_slaves", 0)
+	})
+	section("CPU", func() {
+		var ru syscall.Rusage
+		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+			kv("used_cpu_sys", fmt.Sprintf("%.6f", float64(ru.Stime.Nano())/1e9))
+			kv("used_cpu_user", fmt.Sprintf("%.6f", float64(ru.Utime.Nano())/1e9))
+		}
+	})
+	section("Cluster", func() {
+		// Not Redis Cluster's protocol: nodes of a yuebing cluster share
+		// one keyspace behind the plain protocol (docs/resp.md).
+		kv("cluster_enabled", 0)
 	})
 	section("Keyspace", func() {
 		if n := c.sp.keys.Load(); n > 0 {

@@ -112,6 +112,9 @@ var exactSteps = []struct {
 	{[]string{"MGET", "a"}, "*1\r\n$-1\r\n", true},
 	{[]string{"COMMAND", "INFO", "get"}, "*1\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n*1\r\n+@string\r\n*0\r\n*0\r\n*0\r\n", false},
 	{[]string{"CONFIG", "GET", "appendonly"}, "*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n", true},
+	{[]string{"CONFIG", "GET", "APPENDONLY"}, "*2\r\n$10\r\nAPPENDONLY\r\n$2\r\nno\r\n", true},
+	{[]string{"INFO", "cluster"}, "$30\r\n# Cluster\r\ncluster_enabled:0\r\n\r\n", true},
+	{[]string{"CONFIG", "GET"}, "-ERR wrong number of arguments for 'config|get' command\r\n", true},
 	// Counters.
 	{[]string{"SET", "i", "10"}, "+OK\r\n", true},
 	{[]string{"INCR", "i"}, ":11\r\n", true},
