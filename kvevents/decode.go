@@ -548,7 +548,9 @@ func (d *decoder) field(e *Event, name string) error {
 	case "parent_block_hash":
 		e.Parent, err = d.optHash()
 	case "token_ids":
-		e.Tokens, err = d.tokens()
+		var nested bool
+		e.Tokens, nested, err = d.tokens()
+		e.Unkeyable = e.Unkeyable || nested
 	case "block_size":
 		// 0 is what vLLM's CPU offloading connector sends for blocks it
 		// does not describe (the event is then unkeyable).
@@ -650,32 +652,42 @@ func (d *decoder) hash() (Hash, error) {
 	return "", fmt.Errorf("block hash of msgpack type 0x%02x, want an integer or bytes", c)
 }
 
-func (d *decoder) tokens() ([]uint32, error) {
+// tokens reads token ids. nested reports ids that are lists (SGLang sends
+// pairs under EAGLE speculative decoding): skipped, and the event cannot
+// be keyed by them.
+func (d *decoder) tokens() (ts []uint32, nested bool, err error) {
 	n, err := d.arrayLen()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if n > d.l.MaxTokens {
-		return nil, fmt.Errorf("%d tokens, limit %d", n, d.l.MaxTokens)
+		return nil, false, fmt.Errorf("%d tokens, limit %d", n, d.l.MaxTokens)
 	}
-	ts := make([]uint32, n)
+	ts = make([]uint32, n)
 	for i := range ts {
 		v, ok := d.token()
 		if !ok {
+			if c, err := d.peek(); err == nil && isArray(c) {
+				if err := d.skip(1); err != nil {
+					return nil, false, err
+				}
+				nested = true
+				continue
+			}
 			// Any other encoding of an integer, or an error: the generic
 			// decoder reads it or says what is wrong.
 			x, err := d.d.DecodeInt64()
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			if x < 0 || x > math.MaxUint32 {
-				return nil, fmt.Errorf("token %d at %d", x, i)
+				return nil, false, fmt.Errorf("token %d at %d", x, i)
 			}
 			v = uint32(x)
 		}
 		ts[i] = v
 	}
-	return ts, nil
+	return ts, nested, nil
 }
 
 // token reads a token id in the encodings msgpack writers use for

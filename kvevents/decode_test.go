@@ -91,6 +91,8 @@ func TestDecodeBatch(t *testing.T) {
 		[]any{"BlockStored", []any{2}, nil, []any{}, 16, nil, "CPU"},
 		[]any{"BlockStored", []any{3}, nil, []any{}, 0, nil, "CPU"},
 		[]any{"BlockStored", []any{4}, nil},
+		// SGLang's token pairs under EAGLE speculative decoding.
+		[]any{"BlockStored", []any{6}, nil, []any{[]any{1, 2}, []any{3, 4}}, 2, nil, "GPU"},
 		// Group 2's copy of hash 5, and its removal.
 		[]any{"BlockStored", []any{5}, 4, seq(16), 16, nil, "GPU", nil, nil, 2},
 		[]any{"BlockRemoved", []any{5}, "CPU_PINNED", 2},
@@ -99,6 +101,7 @@ func TestDecodeBatch(t *testing.T) {
 		{Kind: BlockStored, Hashes: []Hash{HashInt(2)}, Tokens: []uint32{}, BlockSize: 16, Medium: "CPU", Unkeyable: true},
 		{Kind: BlockStored, Hashes: []Hash{HashInt(3)}, Tokens: []uint32{}, Medium: "CPU", Unkeyable: true},
 		{Kind: BlockStored, Hashes: []Hash{HashInt(4)}, Unkeyable: true},
+		{Kind: BlockStored, Hashes: []Hash{HashInt(6)}, Tokens: []uint32{0, 0}, BlockSize: 2, Medium: "GPU", Unkeyable: true},
 		{Kind: BlockStored, Hashes: []Hash{HashInt(5).InGroup(2)}, Parent: HashInt(4).InGroup(2), Tokens: seq(16), BlockSize: 16, Medium: "GPU", Group: 2},
 		{Kind: BlockRemoved, Hashes: []Hash{HashInt(5).InGroup(2)}, Medium: "CPU_PINNED", Group: 2},
 	}})
