@@ -10,8 +10,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/yuebing/yuebing/internal/openai"
 )
 
 // maxBody bounds a completion request: a 128k-token prompt as JSON numbers
@@ -313,68 +314,28 @@ func parseCompletion(body []byte, chat bool) (completionRequest, error) {
 	return req, nil
 }
 
-// chatPrompt renders a chat's messages as one string, a line naming each
-// message's role before its text, and an open assistant turn, then
-// tokenizes it one token per byte. Content is a string or a list of parts
-// of which the text ones count. A conversation's next turn renders to its
-// previous turn's prompt plus more, so it hits the prefix cache.
+// chatPrompt renders a chat's messages as the router does
+// (openai.RenderChat) plus an open assistant turn, and tokenizes that one
+// token per byte. A conversation's next turn renders to its previous
+// turn's prompt plus more, so it hits the prefix cache.
 func chatPrompt(raw json.RawMessage) ([]uint32, error) {
-	var msgs []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
 	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return nil, fmt.Errorf("%w: messages is required", ErrInvalid)
 	}
+	var msgs []openai.Message
 	if err := json.Unmarshal(raw, &msgs); err != nil {
 		return nil, fmt.Errorf("%w: messages must be a list of {role, content}: %v", ErrInvalid, err)
 	}
-	if len(msgs) == 0 {
-		return nil, fmt.Errorf("%w: messages is empty", ErrInvalid)
+	text, err := openai.RenderChat(msgs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	var b strings.Builder
-	for i, m := range msgs {
-		if m.Role == "" {
-			return nil, fmt.Errorf("%w: message %d has no role", ErrInvalid, i)
-		}
-		text, err := contentText(m.Content)
-		if err != nil {
-			return nil, fmt.Errorf("%w: message %d: %v", ErrInvalid, i, err)
-		}
-		b.WriteString("<|" + m.Role + "|>\n" + text + "\n")
-	}
-	b.WriteString("<|assistant|>\n")
-	s := b.String()
+	s := text + "<|assistant|>\n"
 	toks := make([]uint32, len(s))
 	for i := range len(s) {
 		toks[i] = uint32(s[i])
 	}
 	return toks, nil
-}
-
-func contentText(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return "", nil // an assistant turn with tool calls only
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", fmt.Errorf("content must be a string or a list of parts")
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type == "text" {
-			b.WriteString(p.Text)
-		}
-	}
-	return b.String(), nil
 }
 
 // parsePrompt accepts token ids ([1,2,3] or [[1,2,3]]) or a string.

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"sync/atomic"
 
 	gojson "github.com/goccy/go-json"
+
+	"github.com/yuebing/yuebing/internal/openai"
 )
 
 // Kind is the OpenAI endpoint a request came to.
@@ -47,17 +48,12 @@ type completionRequest struct {
 	Stream    bool            `json:"stream"`
 }
 
-type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
 type chatRequest struct {
-	Model               string        `json:"model"`
-	Messages            []chatMessage `json:"messages"`
-	MaxTokens           *int          `json:"max_tokens"`
-	MaxCompletionTokens *int          `json:"max_completion_tokens"`
-	Stream              bool          `json:"stream"`
+	Model               string           `json:"model"`
+	Messages            []openai.Message `json:"messages"`
+	MaxTokens           *int             `json:"max_tokens"`
+	MaxCompletionTokens *int             `json:"max_completion_tokens"`
+	Stream              bool             `json:"stream"`
 }
 
 // ParsePrompt reads an OpenAI request body. A completion prompt may be a
@@ -84,23 +80,11 @@ func ParsePrompt(kind Kind, body []byte, tok *Tokenizer, maxTokens int) (Prompt,
 			return p, err
 		}
 		p.MaxTokens = mt
-		if len(r.Messages) == 0 {
-			return p, fmt.Errorf("%w: messages: want at least one message", ErrBadRequest)
+		text, err := openai.RenderChat(r.Messages)
+		if err != nil {
+			return p, fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
-		var sb strings.Builder
-		for i, m := range r.Messages {
-			text, err := messageText(m.Content)
-			if err != nil {
-				return p, fmt.Errorf("%w: messages[%d].content: %w", ErrBadRequest, i, err)
-			}
-			if m.Role == "" {
-				return p, fmt.Errorf("%w: messages[%d]: empty role", ErrBadRequest, i)
-			}
-			sb.WriteString("<|" + m.Role + "|>\n")
-			sb.WriteString(text)
-			sb.WriteByte('\n')
-		}
-		p.Tokens = tok.Encode(sb.String())
+		p.Tokens = tok.Encode(text)
 	default:
 		panic("BUG: router: unknown request kind")
 	}
@@ -216,34 +200,6 @@ func completionPrompt(raw json.RawMessage, tok *Tokenizer) ([]uint32, error) {
 		ids[i] = uint32(f)
 	}
 	return ids, nil
-}
-
-// messageText returns a message's text: a string, or the text parts of a
-// content array.
-func messageText(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	if raw[0] == '"' {
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", fmt.Errorf("want a string or an array of parts")
-	}
-	var sb strings.Builder
-	for _, p := range parts {
-		if p.Type == "text" {
-			sb.WriteString(p.Text)
-		}
-	}
-	return sb.String(), nil
 }
 
 // tokenArray parses a JSON array of plain non-negative integers below 2^32

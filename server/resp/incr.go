@@ -80,14 +80,7 @@ func incrBy(c *conn, name []byte, delta int64) error {
 			c.s.store.Delete(ne.bkey) // written meanwhile: read again
 			continue
 		}
-		if old != nil {
-			c.s.store.Delete(old.bkey)
-		}
-		if !c.s.store.Contains(ne.bkey) {
-			c.s.ks.swap(ne.key, ne, nil) // evicted before it was in the table
-		}
-		c.writtenHere(name, ne)
-		c.s.stats.sets.Add(1)
+		c.replaced(name, old, ne)
 		c.writeInt(next)
 		return nil
 	}

@@ -148,18 +148,25 @@ func (c *conn) open(name []byte) (h *tier.Handle, e *entry, msg string) {
 }
 
 func cmdGet(c *conn, args [][]byte) error {
-	h, _, msg := c.open(args[1])
+	_, err := c.get(args[1])
+	return err
+}
+
+// get answers the value of name, nil when there is none; found reports
+// whether the value was written.
+func (c *conn) get(name []byte) (found bool, err error) {
+	h, _, msg := c.open(name)
 	switch {
 	case msg != "":
 		c.writeError(msg)
-		return nil
+		return false, nil
 	case h == nil:
 		c.writeNull()
-		return nil
+		return false, nil
 	}
-	err := c.writeView(h.Bytes())
+	err = c.writeView(h.Bytes())
 	h.Release()
-	return err
+	return true, err
 }
 
 // cmdMGet reads the keys one after the other, each pinned only while it is
@@ -273,18 +280,10 @@ func (c *conn) del(name []byte) bool {
 
 // cmdGetDel answers the value, then deletes the key.
 func cmdGetDel(c *conn, args [][]byte) error {
-	h, _, msg := c.open(args[1])
-	switch {
-	case msg != "":
-		c.writeError(msg)
-		return nil
-	case h == nil:
-		c.writeNull()
-		return nil
+	found, err := c.get(args[1])
+	if found {
+		c.del(args[1])
 	}
-	err := c.writeView(h.Bytes())
-	h.Release()
-	c.del(args[1])
 	return err
 }
 

@@ -332,14 +332,7 @@ func (c *conn) install(name []byte, e *entry, o setOpts, reply bool) error {
 			}
 			continue
 		}
-		if raw != nil {
-			c.s.store.Delete(raw.bkey)
-		}
-		if !c.s.store.Contains(e.bkey) {
-			c.s.ks.swap(e.key, e, nil) // evicted before it was in the table
-		}
-		c.writtenHere(name, e)
-		c.s.stats.sets.Add(1)
+		c.replaced(name, raw, e)
 		if !reply {
 			if old != nil {
 				old.Release()
@@ -429,6 +422,20 @@ func cmdGetSet(c *conn, n int) error {
 		return err
 	}
 	return c.setWith(name, setOpts{get: true})
+}
+
+// replaced finishes a write once the table holds e in place of raw (nil
+// for none): the old block goes, a block evicted before it was in the table
+// leaves it, and the other nodes drop older values.
+func (c *conn) replaced(name []byte, raw, e *entry) {
+	if raw != nil {
+		c.s.store.Delete(raw.bkey)
+	}
+	if !c.s.store.Contains(e.bkey) {
+		c.s.ks.swap(e.key, e, nil) // evicted before it was in the table
+	}
+	c.writtenHere(name, e)
+	c.s.stats.sets.Add(1)
 }
 
 // cmdMSet stores pair after pair as they arrive, streaming long values like
