@@ -200,6 +200,8 @@ func commandTable() []*command {
 		{name: "client", arity: -2, flags: []string{"noscript", "loading", "stale"}, group: "connection", since: "2.4.0", summary: "A container for client connection commands.", fn: cmdClient},
 		{name: "multi", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, group: "transactions", since: "1.2.0", summary: "Starts a transaction.", fn: cmdMulti},
 		{name: "exec", arity: 1, flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, group: "transactions", since: "1.2.0", summary: "Executes all commands in a transaction.", fn: cmdExec},
+		{name: "watch", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, first: 1, last: -1, step: 1, group: "transactions", since: "2.2.0", summary: "Monitors changes to keys to determine the execution of a transaction.", fn: cmdWatch},
+		{name: "unwatch", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, group: "transactions", since: "2.2.0", summary: "Forgets about watched keys of a transaction.", fn: cmdUnwatch},
 		{name: "discard", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, group: "transactions", since: "2.0.0", summary: "Discards a transaction.", fn: cmdDiscard},
 		{name: "reset", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, group: "connection", since: "6.2.0", summary: "Resets the connection.", noAuth: true, fn: cmdReset},
 		{name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, group: "connection", since: "1.0.0", summary: "Closes the connection.", noAuth: true, fn: cmdQuit},

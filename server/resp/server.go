@@ -437,8 +437,10 @@ type conn struct {
 	authed    bool
 	sp        *space
 
-	kbuf, pbuf []byte // scratch for table keys
-	tx         *tx    // MULTI: commands queued for EXEC
+	kbuf, pbuf []byte             // scratch for table keys
+	tx         *tx                // MULTI: commands queued for EXEC
+	watch      map[string]watched // WATCH: keys by table key
+	watchNames []string           // and by name, in the order watched
 
 	quit     bool      // QUIT: close after the reply
 	errs     int       // error replies written

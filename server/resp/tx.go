@@ -26,10 +26,21 @@ type tx struct {
 	aborted bool
 }
 
+// watched is what WATCH saw of a key: its table entry (nil for none) and
+// that entry's deadline. A write replaces the entry, EXPIRE and PERSIST
+// change the deadline; either makes EXEC fail.
+type watched struct {
+	e        *entry
+	expireAt int64
+}
+
+// maxWatched bounds the keys one connection watches.
+const maxWatched = 10000
+
 // txControl are the commands MULTI does not queue.
 func txControl(cmd *command) bool {
 	switch cmd.name {
-	case "multi", "exec", "discard", "quit", "reset":
+	case "multi", "exec", "discard", "quit", "reset", "watch", "unwatch":
 		return true
 	}
 	return false
@@ -126,6 +137,7 @@ func (c *conn) queue(cmd *command, n int) error {
 // authenticated.
 func cmdReset(c *conn, _ [][]byte) error {
 	c.endTx()
+	c.unwatch()
 	c.proto = 2
 	c.mu.Lock()
 	c.mu.name, c.mu.proto = "", 2
@@ -135,6 +147,61 @@ func cmdReset(c *conn, _ [][]byte) error {
 		c.r.lim = c.s.limits(true)
 	}
 	c.writeRaw("+RESET\r\n")
+	return nil
+}
+
+// cmdWatch records the keys' state for EXEC to compare. Keys held by
+// another node of a cluster are watched as absent here: a write on that
+// node is seen only once it reaches this one.
+func cmdWatch(c *conn, args [][]byte) error {
+	if c.tx != nil {
+		c.writeError("ERR WATCH inside MULTI is not allowed")
+		return nil
+	}
+	if len(c.watch)+len(args)-1 > maxWatched {
+		c.writeError(fmt.Sprintf("ERR more than %d keys watched", maxWatched))
+		return nil
+	}
+	if c.watch == nil {
+		c.watch = make(map[string]watched, len(args)-1)
+	}
+	for _, name := range args[1:] {
+		key := string(compose(nil, c.sp, name))
+		if _, ok := c.watch[key]; ok {
+			continue
+		}
+		c.watch[key] = c.watchState(key, name)
+		c.watchNames = append(c.watchNames, string(name))
+	}
+	c.writeOK()
+	return nil
+}
+
+func (c *conn) watchState(key string, name []byte) watched {
+	e := c.resolve(c.s.ks.get([]byte(key)), name)
+	if e == nil {
+		return watched{}
+	}
+	return watched{e: e, expireAt: e.expireAt.Load()}
+}
+
+// watchBroken reports whether a watched key changed since WATCH.
+func (c *conn) watchBroken() bool {
+	for _, name := range c.watchNames {
+		key := string(compose(nil, c.sp, []byte(name)))
+		w, ok := c.watch[key]
+		if !ok || c.watchState(key, []byte(name)) != w {
+			return true // or watched as another tenant's key
+		}
+	}
+	return false
+}
+
+func (c *conn) unwatch() { c.watch, c.watchNames = nil, nil }
+
+func cmdUnwatch(c *conn, _ [][]byte) error {
+	c.unwatch()
+	c.writeOK()
 	return nil
 }
 
@@ -154,6 +221,7 @@ func cmdDiscard(c *conn, _ [][]byte) error {
 		return nil
 	}
 	c.endTx()
+	c.unwatch()
 	c.writeOK()
 	return nil
 }
@@ -165,8 +233,14 @@ func cmdExec(c *conn, _ [][]byte) error {
 		return nil
 	}
 	defer c.endTx()
+	broken := c.watchBroken()
+	c.unwatch() // EXEC unwatches, run or not
 	if t.aborted {
 		c.writeError("EXECABORT Transaction discarded because of previous errors.")
+		return nil
+	}
+	if broken {
+		c.writeNullArray() // a watched key changed: nothing runs
 		return nil
 	}
 	c.tx = nil // the queued commands run, not queue

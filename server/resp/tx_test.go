@@ -150,3 +150,28 @@ func TestIncrConcurrent(t *testing.T) {
 		t.Fatalf("TTL n = %q", got)
 	}
 }
+
+// TestWatchOtherClients: another client's SET, DEL or EXPIRE of a watched
+// key fails EXEC, with nothing run; an untouched watch lets it run.
+func TestWatchOtherClients(t *testing.T) {
+	s := startServer(t, Options{})
+	a, b := dial(t, s.addr), dial(t, s.addr)
+	for _, change := range [][]string{{"SET", "k", "other"}, {"DEL", "k"}, {"EXPIRE", "k", "100"}, nil} {
+		a.do("SET", "k", "v")
+		if got := a.do("WATCH", "k"); got != "+OK\r\n" {
+			t.Fatal(got)
+		}
+		if change != nil {
+			b.do(change...)
+		}
+		a.do("MULTI")
+		a.do("SET", "k", "mine")
+		got := a.do("EXEC")
+		if change != nil && got != "*-1\r\n" || change == nil && got != "*1\r\n+OK\r\n" {
+			t.Fatalf("after %q: EXEC = %q", change, got)
+		}
+		if v := a.do("GET", "k"); change != nil && v == "$4\r\nmine\r\n" {
+			t.Fatalf("after %q the failed transaction wrote", change)
+		}
+	}
+}

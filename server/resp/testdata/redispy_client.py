@@ -59,6 +59,23 @@ def main():
             pass
     assert r.exists("tx:c") == 0
 
+    # Optimistic locking: redis-py's transaction() WATCHes, reads, then
+    # runs MULTI/EXEC, retrying when the key changed under it.
+    r.set("tx:counter", 5)
+    calls = []
+
+    def double(pipe):
+        calls.append(1)
+        v = int(pipe.get("tx:counter"))
+        if len(calls) == 1:
+            other.set("tx:counter", 7)  # another client writes: EXEC fails, retried
+        pipe.multi()
+        pipe.set("tx:counter", v * 2)
+
+    r.transaction(double, "tx:counter")
+    assert len(calls) == 2 and r.get("tx:counter") == b"14", (calls, r.get("tx:counter"))
+    r.delete("tx:counter")
+
     # Without a transaction: a plain pipeline, one reply per command.
     with r.pipeline(transaction=False) as p:
         for i in range(100):
@@ -70,7 +87,7 @@ def main():
 
     assert r.execute_command("RESET") in (b"RESET", "RESET")
     assert r.client_getname() is None
-    print("ok url-auth client-info client-list pipeline-tx tx-abort pipeline reset")
+    print("ok url-auth client-info client-list pipeline-tx tx-abort watch-retry pipeline reset")
 
 
 main()
