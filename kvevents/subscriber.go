@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,10 @@ type Sink interface {
 type Options struct {
 	// Engine names the engine in updates and logs. Required.
 	Engine string
-	// Endpoint is the engine's PUB socket, "tcp://host:port". Required.
+	// Endpoint is the engine's PUB socket, "tcp://host:port", dialled.
+	// Required. A host of "*" (or 0.0.0.0, [::]) makes the subscriber
+	// bind there instead, for an engine that connects (vLLM with an
+	// endpoint naming the subscriber's host).
 	Endpoint string
 	// Replay is the engine's replay (ROUTER) socket; empty means the
 	// engine has none, and a gap resets the engine's view.
@@ -195,7 +199,13 @@ func (s *Subscriber) session(ctx context.Context) error {
 	if err := sub.SetOption(zmq4.OptionSubscribe, s.opts.Topic); err != nil {
 		return err
 	}
-	if err := sub.Dial(bufferedEndpoint(s.opts.Endpoint)); err != nil {
+	if addr, ok := bindAddr(s.opts.Endpoint); ok {
+		// The engine connects to us (vLLM's endpoint without "*"): every
+		// publisher that connects feeds this one engine's stream.
+		if err := sub.Listen(addr); err != nil {
+			return err
+		}
+	} else if err := sub.Dial(bufferedEndpoint(s.opts.Endpoint)); err != nil {
 		return err
 	}
 	if s.dials++; s.dials > 1 {
@@ -209,6 +219,27 @@ func (s *Subscriber) session(ctx context.Context) error {
 		}
 		s.handle(ctx, msg.Frames)
 	}
+}
+
+// bindAddr reports whether endpoint asks the subscriber to bind, as vLLM
+// reads an endpoint: a host of "*" (or an unspecified address) binds,
+// anything else connects. It returns the address to listen on.
+func bindAddr(endpoint string) (string, bool) {
+	rest, ok := strings.CutPrefix(endpoint, "tcp://")
+	if !ok {
+		return "", false
+	}
+	host, port, err := net.SplitHostPort(rest)
+	if err != nil {
+		return "", false
+	}
+	if host == "*" {
+		return "tcp://" + net.JoinHostPort("0.0.0.0", port), true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return endpoint, true
+	}
+	return "", false
 }
 
 // handle applies one live message: [topic, seq, payload].

@@ -3,6 +3,7 @@ package kvevents
 import (
 	"encoding/hex"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -279,4 +280,35 @@ func TestSubscriberBoundsReplay(t *testing.T) {
 	if st := s.Stats(); st.Gaps.Load() != 1 || st.Unrecovered.Load() != 1 || st.Replayed.Load() != 0 {
 		t.Fatalf("gaps %d unrecovered %d replayed %d, want 1 1 0", st.Gaps.Load(), st.Unrecovered.Load(), st.Replayed.Load())
 	}
+}
+
+// TestSubscriberBinds: with an endpoint of host "*" the subscriber binds
+// and the engine connects, as vLLM does when its endpoint names the
+// subscriber's host.
+func TestSubscriberBinds(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	v := &view{blocks: map[block.Key]index.TierMask{}}
+	s, err := NewSubscriber(Options{
+		Engine: "e0", Endpoint: fmt.Sprintf("tcp://*:%d", port), Namespace: testNS, BlockSize: testBS, Sink: v,
+		RetryInterval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { <-done })
+	waitFor(t, "the subscriber to listen", s.Connected)
+	p := startPublisher(t, "--no-replay", "--connect", fmt.Sprintf("tcp://127.0.0.1:%d", port))
+	p.Prime(func() bool { return s.Stats().Batches.Load() > 0 })
+	ts := tokens(7, 2)
+	p.Batch(false, stored([]int64{1, 2}, nil, ts))
+	p.Sync()
+	waitFor(t, "the engine's blocks", func() bool { return v.has(chainKeys(t, ts)...) })
 }

@@ -92,13 +92,18 @@ def main():
     ap.add_argument("--layout", choices=["array", "map"], default="array")
     ap.add_argument("--hash", choices=["int", "bytes"], default="bytes")
     ap.add_argument("--buffer", type=int, default=10000)
+    # vLLM connects its PUB socket when the endpoint names a host (no "*").
+    ap.add_argument("--connect", default="")
     a = ap.parse_args()
 
     fd = sys.stdin.fileno()
     ctx = zmq.Context.instance()
     pub = ctx.socket(zmq.PUB)
     pub.set_hwm(100000)
-    if a.pub_port:
+    if a.connect:
+        pub.connect(a.connect)
+        pub_port = int(a.connect.rsplit(":", 1)[1])
+    elif a.pub_port:
         pub.bind("tcp://127.0.0.1:%d" % a.pub_port)
         pub_port = a.pub_port
     else:
