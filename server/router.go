@@ -217,5 +217,9 @@ func routerHandler(r *router.Router) (http.Handler, error) {
 	g.NoRoute(func(c *gin.Context) {
 		conductorError(c, http.StatusNotFound, "not_found", "no such endpoint: "+c.Request.Method+" "+c.Request.URL.Path)
 	})
+	g.HandleMethodNotAllowed = true
+	g.NoMethod(func(c *gin.Context) {
+		conductorError(c, http.StatusMethodNotAllowed, "method_not_allowed", c.Request.Method+" is not allowed on "+c.Request.URL.Path)
+	})
 	return g, nil
 }

@@ -85,19 +85,39 @@ func TestRouterAPI(t *testing.T) {
 		t.Fatalf("events %q", events)
 	}
 
+	check := func(what string, resp *http.Response, status int, code, typ string) {
+		t.Helper()
+		var e struct {
+			Error struct{ Code, Type, Message string }
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != status || e.Error.Code != code || e.Error.Type != typ || e.Error.Message == "" {
+			t.Fatalf("%s: status %d, error %+v (%v), want %d %s %s", what, resp.StatusCode, e, err, status, code, typ)
+		}
+	}
 	f := func(body string, status int, code string) {
 		t.Helper()
-		resp := post(t, s.URL+"/v1/completions", body)
-		var e struct {
-			Error struct{ Code, Message string }
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != status || e.Error.Code != code || e.Error.Message == "" {
-			t.Fatalf("%s: status %d, error %+v (%v), want %d %s", body, resp.StatusCode, e, err, status, code)
-		}
+		check(body, post(t, s.URL+"/v1/completions", body), status, code, "invalid_request_error")
 	}
 	f(`{"model":"other","prompt":"x"}`, http.StatusNotFound, "model_not_found")
 	f(`{"model":"m","prompt":[-1]}`, http.StatusBadRequest, "invalid_request")
 	f(`[`, http.StatusBadRequest, "invalid_request")
+	// vLLM's health path, and OpenAI's answer to a wrong method.
+	for path, status := range map[string]int{"/health": http.StatusOK, "/healthz": http.StatusOK} {
+		hr, err := http.Get(s.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr.Body.Close()
+		if hr.StatusCode != status {
+			t.Errorf("GET %s: %d", path, hr.StatusCode)
+		}
+	}
+	gr, err := http.Get(s.URL + "/v1/completions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gr.Body.Close()
+	check("GET /v1/completions", gr, http.StatusMethodNotAllowed, "method_not_allowed", "invalid_request_error")
 
 	mr, err := http.Get(s.URL + "/v1/models")
 	if err != nil {
