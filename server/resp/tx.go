@@ -247,8 +247,12 @@ func cmdExec(c *conn, _ [][]byte) error {
 	c.writeArray(len(t.cmds))
 	saved := c.r
 	defer func() { c.r = saved }()
+	// One reader over each queued command in turn: its buffer is 64 KiB.
+	var src bytes.Reader
+	c.r = newReader(&src, saved.lim)
 	for _, b := range t.cmds {
-		c.r = newReader(bytes.NewReader(b), saved.lim)
+		src.Reset(b)
+		c.r.br.Reset(&src)
 		n, err := c.r.begin()
 		if err == nil {
 			err = c.exec(n)
