@@ -441,6 +441,8 @@ type conn struct {
 	tx         *tx                // MULTI: commands queued for EXEC
 	watch      map[string]watched // WATCH: keys by table key
 	watchNames []string           // and by name, in the order watched
+	// watchRelease gives back the budget the watched keys hold.
+	watchRelease []func()
 
 	quit     bool      // QUIT: close after the reply
 	errs     int       // error replies written
@@ -523,6 +525,7 @@ func (c *conn) serve() {
 	defer c.s.untrack(c)
 	defer c.nc.Close()
 	defer c.endTx()
+	defer c.unwatch()
 	for {
 		c.busy = false
 		if c.rdlSet {

@@ -162,6 +162,18 @@ func cmdWatch(c *conn, args [][]byte) error {
 		c.writeError(fmt.Sprintf("ERR more than %d keys watched", maxWatched))
 		return nil
 	}
+	// Watched keys stay in memory until EXEC: their bytes are charged to
+	// the in-flight budget until then.
+	var size int64
+	for _, name := range args[1:] {
+		size += 2*int64(len(name)+len(c.sp.name)) + 64
+	}
+	release, msg := c.s.admit(size)
+	if msg != "" {
+		c.writeError(msg)
+		return nil
+	}
+	c.watchRelease = append(c.watchRelease, release)
 	if c.watch == nil {
 		c.watch = make(map[string]watched, len(args)-1)
 	}
@@ -197,7 +209,12 @@ func (c *conn) watchBroken() bool {
 	return false
 }
 
-func (c *conn) unwatch() { c.watch, c.watchNames = nil, nil }
+func (c *conn) unwatch() {
+	for _, r := range c.watchRelease {
+		r()
+	}
+	c.watch, c.watchNames, c.watchRelease = nil, nil, nil
+}
 
 func cmdUnwatch(c *conn, _ [][]byte) error {
 	c.unwatch()

@@ -91,6 +91,19 @@ func TestTransactions(t *testing.T) {
 	if got := c.do("EXISTS", "f", "g"); got != ":0\r\n" {
 		t.Fatalf("discarded and abandoned transactions wrote: %q", got)
 	}
+
+	// Watched keys hold their bytes in the budget until EXEC.
+	c.do("WATCH", "x", "y")
+	if bud.InUse() == 0 {
+		t.Fatal("watched keys hold no budget")
+	}
+	c.do("MULTI")
+	if got := c.do("EXEC"); got != "*0\r\n" {
+		t.Fatalf("EXEC: %q", got)
+	}
+	if bud.InUse() != 0 {
+		t.Fatalf("budget after EXEC: %d", bud.InUse())
+	}
 }
 
 // TestSetRelativesStream: SETEX, PSETEX, SETNX and GETSET stream a long
