@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net"
 	"strings"
@@ -131,11 +132,15 @@ func (o *Options) Validate() error {
 // Subscriber follows one engine's KV event stream. Create one with
 // NewSubscriber and call Run; Run reconnects until its context ends.
 type Subscriber struct {
-	opts      Options
-	mapper    *Mapper
-	stats     *Stats
-	log       *slog.Logger
-	last      int64 // sequence number of the last batch applied; -1 before the first
+	opts   Options
+	mapper *Mapper
+	stats  *Stats
+	log    *slog.Logger
+	last   int64 // sequence number of the last batch applied; -1 before the first
+	// lastSum is a hash of that batch's payload: the engine's replay of
+	// it tells whether the engine is still the process that sent it.
+	lastSum   uint64
+	sumSeed   maphash.Seed
 	connected atomic.Bool
 	dials     int
 }
@@ -151,11 +156,12 @@ func NewSubscriber(opts Options) (*Subscriber, error) {
 		return nil, err
 	}
 	return &Subscriber{
-		opts:   opts,
-		mapper: m,
-		stats:  opts.Stats,
-		log:    opts.Logger.With("engine", opts.Engine, "endpoint", opts.Endpoint),
-		last:   -1,
+		opts:    opts,
+		mapper:  m,
+		stats:   opts.Stats,
+		log:     opts.Logger.With("engine", opts.Engine, "endpoint", opts.Endpoint),
+		last:    -1,
+		sumSeed: maphash.MakeSeed(),
 	}, nil
 }
 
@@ -269,13 +275,24 @@ func (s *Subscriber) handle(ctx context.Context, frames [][]byte) {
 		s.fill(ctx, seq, &u)
 	}
 	s.apply(seq, frames[2], &u, true)
-	s.last = seq
+	s.applied(seq, frames[2])
 	s.emit(&u)
+}
+
+// applied records seq, whose payload was just applied, as the last batch.
+func (s *Subscriber) applied(seq int64, payload []byte) {
+	s.last, s.lastSum = seq, maphash.Bytes(s.sumSeed, payload)
 }
 
 // fill recovers the batches before seq that were not received, through
 // the replay socket. Joining a stream late (the first batch seen is not
 // 0) is not a gap, but the replay still brings the engine's history.
+//
+// The replay starts at the last batch applied, not after it: an engine
+// that restarted while the subscriber was away numbers its batches from 0
+// again, and once past the old number only its copy of that batch, with
+// other contents, shows it is another process. The view then starts over
+// from the new process's history.
 func (s *Subscriber) fill(ctx context.Context, seq int64, u *Update) {
 	from := s.last + 1
 	joining := s.last < 0
@@ -288,12 +305,36 @@ func (s *Subscriber) fill(ctx context.Context, seq int64, u *Update) {
 		}
 		return
 	}
-	frames, err := s.replay(ctx, from, seq)
+	ask := from
+	if !joining {
+		ask = s.last
+	}
+	frames, err := s.replay(ctx, ask, seq)
 	if err != nil {
 		if !joining {
 			s.lost(u, err.Error(), from, seq)
 		}
 		return
+	}
+	if !joining && len(frames) > 0 && frames[0].seq == s.last {
+		if maphash.Bytes(s.sumSeed, frames[0].payload) != s.lastSum {
+			s.stats.Restarts.Add(1)
+			s.log.Info("kvevents: engine restarted while the subscriber was away", "seq", seq, "last", s.last)
+			s.mapper.Reset()
+			u.Reset = true
+			u.Changes = u.Changes[:0]
+			s.last = -1
+			if frames, err = s.replay(ctx, 0, seq); err != nil {
+				return // joining afresh: what cannot be replayed is not known
+			}
+			for _, f := range frames {
+				s.stats.Replayed.Add(1)
+				s.apply(f.seq, f.payload, u, false)
+				s.applied(f.seq, f.payload)
+			}
+			return
+		}
+		frames = frames[1:]
 	}
 	if len(frames) == 0 || frames[0].seq != from {
 		if !joining {
@@ -303,7 +344,7 @@ func (s *Subscriber) fill(ctx context.Context, seq int64, u *Update) {
 	for _, f := range frames {
 		s.stats.Replayed.Add(1)
 		s.apply(f.seq, f.payload, u, false)
-		s.last = f.seq
+		s.applied(f.seq, f.payload)
 	}
 }
 

@@ -248,6 +248,48 @@ func TestSubscriberEngineRestart(t *testing.T) {
 	}
 }
 
+// TestSubscriberEngineRestartUnseen: an engine that restarted while the
+// subscriber was away, and numbered past the last batch seen before the
+// subscriber is back, is told apart by its replay of that batch: the view
+// starts over from the new process's history.
+func TestSubscriberEngineRestartUnseen(t *testing.T) {
+	p := startPublisher(t)
+	v := &view{blocks: map[block.Key]index.TierMask{}}
+	s := subscribe(t, p, v)
+	old := tokens(6, 1)
+	for i := range 4 {
+		p.Batch(false, stored([]int64{int64(100 + i)}, nil, old))
+	}
+	p.Sync()
+	waitFor(t, "the old engine's block", func() bool { return v.has(chainKeys(t, old)...) })
+	seen := s.Stats().Batches.Load() // the old process's batches, so its last number + 1
+	p.Kill()
+
+	// The new process's first batches go out before the subscriber is
+	// back: never seen live.
+	p2 := startPublisher(t, "--pub-port", p.PubPort, "--replay-port", p.ReplayPort)
+	fresh := tokens(8, 1)
+	for range seen + 4 {
+		p2.Batch(true, stored([]int64{1}, nil, fresh))
+	}
+	waitFor(t, "the reconnection", func() bool { return s.Stats().Reconnects.Load() >= 1 && s.Connected() })
+	other := tokens(9, 1)
+	for !v.has(chainKeys(t, other)...) {
+		p2.Batch(false, stored([]int64{2}, nil, other))
+		p2.Sync()
+		time.Sleep(20 * time.Millisecond)
+	}
+	if v.has(chainKeys(t, old)...) {
+		t.Fatal("the view kept the old process's block")
+	}
+	if !v.has(chainKeys(t, fresh)...) {
+		t.Fatal("the new process's history was not replayed")
+	}
+	if st := s.Stats(); st.Restarts.Load() != 1 || st.Unrecovered.Load() != 0 {
+		t.Fatalf("restarts %d unrecovered %d, want 1 and 0", st.Restarts.Load(), st.Unrecovered.Load())
+	}
+}
+
 func ExampleHashInt() {
 	fmt.Println(HashInt(42), HashBytes([]byte{0xab, 0xcd}))
 	// Output: 42 abcd
