@@ -85,7 +85,18 @@ func (c *conn) queue(cmd *command, n int) error {
 	b = append(b, "\r\n"...)
 	b = append(b, cmd.name...)
 	b = append(b, "\r\n"...)
-	var bigThis int64 // admitted as read
+	// Bytes of b not yet charged to the budget: long arguments are charged
+	// before they are read, short ones every 64 KiB, so a command of many
+	// short arguments is bounded as it arrives.
+	var admitted int64
+	charge := func(n int64) string {
+		release, msg := c.s.admit(n)
+		if msg == "" {
+			t.release = append(t.release, release)
+			admitted += n
+		}
+		return msg
+	}
 	for c.r.remaining > 0 {
 		arg, big, err := c.r.next()
 		if err != nil {
@@ -99,12 +110,9 @@ func (c *conn) queue(cmd *command, n int) error {
 			return refuse(fmt.Sprintf("ERR transaction of more than %d bytes queued", limit))
 		}
 		if big > 0 {
-			release, msg := c.s.admit(big)
-			if msg != "" {
+			if msg := charge(big); msg != "" {
 				return refuse(msg)
 			}
-			t.release = append(t.release, release)
-			bigThis += big
 		}
 		b = append(b, '$')
 		b = strconv.AppendInt(b, size, 10)
@@ -118,14 +126,17 @@ func (c *conn) queue(cmd *command, n int) error {
 		}
 		b = append(b, "\r\n"...)
 		c.r.forget()
+		if due := int64(len(b)) - admitted; due >= smallArg {
+			if msg := charge(due); msg != "" {
+				return refuse(msg)
+			}
+		}
 	}
-	release, msg := c.s.admit(int64(len(b)) - bigThis)
-	if msg != "" {
+	if msg := charge(int64(len(b)) - admitted); msg != "" {
 		t.aborted = true
 		c.writeError(msg)
 		return nil
 	}
-	t.release = append(t.release, release)
 	t.bytes += int64(len(b))
 	t.cmds = append(t.cmds, b)
 	c.writeRaw("+QUEUED\r\n")
