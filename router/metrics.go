@@ -77,7 +77,9 @@ var (
 	descLag = prometheus.NewDesc("yuebing_router_event_lag_seconds",
 		"Lag of the latest KV event batch: receive time minus the engine's timestamp.", []string{"engine"}, nil)
 	descEvents = prometheus.NewDesc("yuebing_router_events_total",
-		"KV events received, by engine and kind.", []string{"engine", "kind"}, nil)
+		"KV events received, by engine and kind (unknown: a kind of a newer engine release, skipped).", []string{"engine", "kind"}, nil)
+	descUnkeyed = prometheus.NewDesc("yuebing_router_events_unkeyed_total",
+		"Stored blocks the router could not key, by engine and why: orphan (parent never seen), unkeyable (another block size, a LoRA adapter, extra keys, or no tokens per block).", []string{"engine", "why"}, nil)
 	descGaps = prometheus.NewDesc("yuebing_router_event_gaps_total",
 		"Sequence gaps in engines' KV event streams.", []string{"engine"}, nil)
 	descUnrecovered = prometheus.NewDesc("yuebing_router_event_gaps_unrecovered_total",
@@ -92,7 +94,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLag, descEvents, descGaps, descUnrecovered, descMalformed, descRestarts, descSpec} {
+	for _, d := range []*prometheus.Desc{descLag, descEvents, descUnkeyed, descGaps, descUnrecovered, descMalformed, descRestarts, descSpec} {
 		ch <- d
 	}
 }
@@ -109,6 +111,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(s.Stored.Load()), e.ID, "stored")
 		ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(s.Removed.Load()), e.ID, "removed")
 		ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(s.Cleared.Load()), e.ID, "cleared")
+		ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(s.UnknownEvents.Load()), e.ID, "unknown")
+		ch <- prometheus.MustNewConstMetric(descUnkeyed, prometheus.CounterValue, float64(s.Orphans.Load()), e.ID, "orphan")
+		ch <- prometheus.MustNewConstMetric(descUnkeyed, prometheus.CounterValue, float64(s.Unkeyable.Load()), e.ID, "unkeyable")
 		ch <- prometheus.MustNewConstMetric(descGaps, prometheus.CounterValue, float64(s.Gaps.Load()), e.ID)
 		ch <- prometheus.MustNewConstMetric(descUnrecovered, prometheus.CounterValue, float64(s.Unrecovered.Load()), e.ID)
 		ch <- prometheus.MustNewConstMetric(descMalformed, prometheus.CounterValue, float64(s.Malformed.Load()), e.ID)

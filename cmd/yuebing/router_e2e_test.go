@@ -374,6 +374,17 @@ func TestRouterEngineSims(t *testing.T) {
 	if n := metric(t, url, `yuebing_router_events_total{engine="e2",kind="removed"}`); n < 1 {
 		t.Fatalf("%v removed events from e2", n)
 	}
+	// The simulator sends no kind a newer vLLM added, and only blocks the
+	// router can key (orphans depend on when the router joined: exported).
+	if n := metric(t, url, `yuebing_router_events_total{engine="e2",kind="unknown"}`); n != 0 {
+		t.Errorf("%v unknown events from e2", n)
+	}
+	if n := metric(t, url, `yuebing_router_events_unkeyed_total{engine="e2",why="unkeyable"}`); n != 0 {
+		t.Errorf("%v unkeyable blocks from e2", n)
+	}
+	if n := metric(t, url, `yuebing_router_events_unkeyed_total{engine="e2",why="orphan"}`); n < 0 {
+		t.Error("no orphan counter for e2")
+	}
 
 	// e0 is killed while generating: the request is placed again.
 	done := make(chan [2]any, 1)
