@@ -82,8 +82,19 @@ func (v *view) len() int {
 
 func subscribe(t *testing.T, p *publisher, v *view) *Subscriber {
 	t.Helper()
+	s := runSubscriber(t, p.Endpoint, p.Replay, v)
+	// A PUB socket drops what it sends before the subscription reaches
+	// it. Empty batches until one arrives make the stream's start certain.
+	p.Prime(func() bool { return s.Stats().Batches.Load() > 0 })
+	return s
+}
+
+// runSubscriber runs a subscriber of endpoint (and replay, if not empty)
+// into v until the test ends, and waits for it to connect or listen.
+func runSubscriber(t *testing.T, endpoint, replay string, v *view) *Subscriber {
+	t.Helper()
 	s, err := NewSubscriber(Options{
-		Engine: "e0", Endpoint: p.Endpoint, Replay: p.Replay, Namespace: testNS, BlockSize: testBS, Sink: v,
+		Engine: "e0", Endpoint: endpoint, Replay: replay, Namespace: testNS, BlockSize: testBS, Sink: v,
 		RetryInterval: 50 * time.Millisecond,
 	})
 	if err != nil {
@@ -93,10 +104,7 @@ func subscribe(t *testing.T, p *publisher, v *view) *Subscriber {
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
 	t.Cleanup(func() { <-done })
-	// A PUB socket drops what it sends before the subscription reaches
-	// it. Empty batches until one arrives make the stream's start certain.
 	waitFor(t, "the subscriber to connect", s.Connected)
-	p.Prime(func() bool { return s.Stats().Batches.Load() > 0 })
 	return s
 }
 
@@ -335,18 +343,7 @@ func TestSubscriberBinds(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	v := &view{blocks: map[block.Key]index.TierMask{}}
-	s, err := NewSubscriber(Options{
-		Engine: "e0", Endpoint: fmt.Sprintf("tcp://*:%d", port), Namespace: testNS, BlockSize: testBS, Sink: v,
-		RetryInterval: 50 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	t.Cleanup(func() { <-done })
-	waitFor(t, "the subscriber to listen", s.Connected)
+	s := runSubscriber(t, fmt.Sprintf("tcp://*:%d", port), "", v)
 	p := startPublisher(t, "--no-replay", "--connect", fmt.Sprintf("tcp://127.0.0.1:%d", port))
 	p.Prime(func() bool { return s.Stats().Batches.Load() > 0 })
 	ts := tokens(7, 2)
