@@ -214,7 +214,14 @@ func (e *Engine) stream(w http.ResponseWriter, r *http.Request, j *Job, c comple
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	send := func(c completion) bool {
-		b, _ := json.Marshal(c)
+		var b []byte
+		if includeUsage {
+			// OpenAI's stream_options.include_usage: every chunk carries
+			// usage, null until the last.
+			b, _ = json.Marshal(withUsage{c, c.Usage})
+		} else {
+			b, _ = json.Marshal(c)
+		}
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
 			return false
 		}
@@ -279,6 +286,13 @@ func (e *Engine) stream(w http.ResponseWriter, r *http.Request, j *Job, c comple
 		}
 	}
 	done()
+}
+
+// withUsage is a streamed chunk whose usage is written even when null: its
+// Usage field hides the completion's, which is omitted when empty.
+type withUsage struct {
+	completion
+	Usage *usage `json:"usage"`
 }
 
 func (e *Engine) report(res Result) *cacheReport {

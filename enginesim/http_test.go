@@ -14,10 +14,12 @@ import (
 )
 
 type completion struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Model   string `json:"model"`
-	Choices []struct {
+	// HasUsage is set by streamed: the chunk has a "usage" key, null or not.
+	HasUsage bool   `json:"-"`
+	ID       string `json:"id"`
+	Object   string `json:"object"`
+	Model    string `json:"model"`
+	Choices  []struct {
 		Text    string `json:"text"`
 		Message *struct {
 			Role    string `json:"role"`
@@ -161,6 +163,9 @@ func streamed(t *testing.T, url, body string) ([]completion, bool) {
 		if err := json.Unmarshal([]byte(data), &c); err != nil {
 			t.Fatal(err)
 		}
+		var keys map[string]json.RawMessage
+		json.Unmarshal([]byte(data), &keys)
+		_, c.HasUsage = keys["usage"]
 		out = append(out, c)
 	}
 	return out, done
@@ -187,7 +192,7 @@ func TestCompletionsStream(t *testing.T) {
 		}
 		for i, c := range cs[:5] {
 			last := i == 4
-			if c.Object != "text_completion" || len(c.Choices) != 1 || (c.Choices[0].FinishReason != nil) != last || c.Usage != nil ||
+			if c.Object != "text_completion" || len(c.Choices) != 1 || (c.Choices[0].FinishReason != nil) != last || c.Usage != nil || c.HasUsage != include ||
 				(!last && !strings.HasPrefix(c.Choices[0].Text, " t")) || (last && c.Yuebing == nil) {
 				t.Errorf("include_usage %v: chunk %d: %+v", include, i, c)
 			}
