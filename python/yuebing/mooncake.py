@@ -200,6 +200,16 @@ def _code(e: Exception) -> int:
     return ErrorCode.INTERNAL_ERROR
 
 
+def _read_result(it) -> int:
+    """Mooncake's result of one read of get_many_into: the bytes read, or
+    a negative code."""
+    if it.status == "missing":
+        return ErrorCode.OBJECT_NOT_FOUND
+    if it.error is not None:
+        return _code(it.error)
+    return it.size
+
+
 def _len(x) -> int:
     """len of a list argument, -1 for anything without one."""
     try:
@@ -732,20 +742,15 @@ class MooncakeDistributedStore:
                     out[i] = _code(e)
                 continue
             for (i, _, frags), t, it in zip(run, targets, items):
-                if it.status == "missing":
-                    out[i] = ErrorCode.OBJECT_NOT_FOUND
-                elif it.error is not None:
-                    out[i] = _code(it.error)
-                else:
-                    if frags:
-                        off = 0
-                        for f in frags:
-                            n = min(len(f), it.size - off)
-                            if n <= 0:
-                                break
-                            f[:n] = t[off:off + n]
-                            off += n
-                    out[i] = it.size
+                out[i] = _read_result(it)
+                if out[i] > 0 and frags:
+                    off = 0
+                    for f in frags:
+                        n = min(len(f), it.size - off)
+                        if n <= 0:
+                            break
+                        f[:n] = t[off:off + n]
+                        off += n
         return [int(x) for x in out]
 
     def _gets(self, keys, ptrs, sizes, froms) -> list[int]:
@@ -763,12 +768,7 @@ class MooncakeDistributedStore:
             try:
                 items = self._client().get_many_into([keys[i] for i in pending], views, offsets=[froms[i] for i in pending])
                 for i, it in zip(pending, items):
-                    if it.status == "missing":
-                        out[i] = ErrorCode.OBJECT_NOT_FOUND
-                    elif it.error is not None:
-                        out[i] = _code(it.error)
-                    else:
-                        out[i] = it.size
+                    out[i] = _read_result(it)
             except YuebingError as e:
                 for i in pending:
                     out[i] = _code(e)

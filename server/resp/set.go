@@ -53,26 +53,34 @@ func (c *conn) parseSetOpts(args [][]byte) (setOpts, string) {
 	if num == nil {
 		return o, ""
 	}
+	var msg string
+	o.expireAt, msg = c.deadline(num, ex || exat, ex || px, "set")
+	return o, msg
+}
+
+// deadline turns the expiry argument num of cmd, in seconds or
+// milliseconds, relative to now or a Unix time, into a Unix-ms deadline,
+// with Redis's errors: not an integer, or not positive, or past int64.
+func (c *conn) deadline(num []byte, seconds, relative bool, cmd string) (int64, string) {
 	ms, ok := parseInt(num)
 	if !ok {
-		return o, errInt
+		return 0, errInt
 	}
-	const invalid = "ERR invalid expire time in 'set' command"
-	if ms <= 0 || (ex || exat) && ms > math.MaxInt64/1000 {
-		return o, invalid
+	invalid := "ERR invalid expire time in '" + cmd + "' command"
+	if ms <= 0 || seconds && ms > math.MaxInt64/1000 {
+		return 0, invalid
 	}
-	if ex || exat {
+	if seconds {
 		ms *= 1000
 	}
-	if ex || px {
+	if relative {
 		now := c.s.nowMs()
 		if ms > math.MaxInt64-now {
-			return o, invalid
+			return 0, invalid
 		}
 		ms += now
 	}
-	o.expireAt = ms
-	return o, ""
+	return ms, ""
 }
 
 // checkKey returns an error reply for a key that cannot be stored.
@@ -384,21 +392,10 @@ func cmdSetEx(ms bool) func(c *conn, n int) error {
 		if ms {
 			cmd = "psetex"
 		}
-		t, ok := parseInt(num)
-		msg := ""
-		switch {
-		case big > 0 || !ok:
-			msg = errInt
-		case t <= 0 || !ms && t > math.MaxInt64/1000:
-			msg = "ERR invalid expire time in '" + cmd + "' command"
-		}
-		if !ms {
-			t *= 1000
-		}
-		if now := c.s.nowMs(); msg == "" && t > math.MaxInt64-now {
-			msg = "ERR invalid expire time in '" + cmd + "' command"
-		} else {
-			t += now
+		var t int64
+		msg := errInt // an argument too long to buffer is no integer
+		if big == 0 {
+			t, msg = c.deadline(num, !ms, true, cmd)
 		}
 		if msg != "" {
 			c.writeError(msg)
