@@ -20,6 +20,9 @@ var (
 	ErrNoEngine = errors.New("router: no engine available")
 	// ErrUpstream reports an engine that failed, after the one retry.
 	ErrUpstream = errors.New("router: engine failed")
+	// ErrUnknownEngine reports an engine id the router was not configured
+	// with: it has no address, events or probes, so it cannot be routed to.
+	ErrUnknownEngine = errors.New("router: unknown engine")
 )
 
 // Overloaded is the error of an early rejection: Is(ErrOverloaded), and

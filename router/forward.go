@@ -20,6 +20,12 @@ import (
 // Serve returns an error only when it wrote nothing, for the caller to
 // answer with: ErrBadRequest, ErrModelNotFound, *Overloaded, ErrNoEngine
 // or ErrUpstream.
+//
+// A failed attempt does not take its engine out: it has the engine probed
+// at once, and the probe decides (a dead engine refuses the probe's
+// connection and leaves the scheduler before the retry is placed; one that
+// answers stays, the failure being the request's as likely as the
+// engine's).
 func (r *Router) Serve(ctx context.Context, kind Kind, body []byte, w http.ResponseWriter) error {
 	var last error
 	for attempt := range 2 {
@@ -99,6 +105,10 @@ func (r *Router) forward(ctx context.Context, kind Kind, body []byte, p *Plan, w
 		target = d.Decode
 	}
 	e := r.engines[target]
+	if e == nil {
+		// The scheduler holds the router's engines only (Register).
+		return false, fmt.Errorf("%w: the scheduler placed the request on %q, not one of the router's engines", ErrUpstream, target)
+	}
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+kind.Path(), bytes.NewReader(body))
 	if err != nil {
@@ -199,6 +209,9 @@ func (r *Router) prefillOnly(ctx context.Context, kind Kind, body []byte, id str
 		return err
 	}
 	e := r.engines[id]
+	if e == nil {
+		return fmt.Errorf("%w: the scheduler placed the prefill on %q, not one of the router's engines", ErrUpstream, id)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+kind.Path(), bytes.NewReader(pb))
 	if err != nil {
 		return err
@@ -220,14 +233,17 @@ func (r *Router) prefillOnly(ctx context.Context, kind Kind, body []byte, id str
 	return nil
 }
 
-// failed records an engine failure and takes the engine out of scheduling,
-// unless the client went away (then the engine is not to blame).
+// failed records an engine's failure of a request, unless the client went
+// away (then the engine is not to blame), and has the engine probed before
+// the retry: the probe, not the request, decides whether it is down.
 func (r *Router) failed(ctx context.Context, id string, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	r.m.failures.WithLabelValues(id).Inc()
-	r.markDown(id, err)
+	if e := r.engines[id]; e != nil {
+		r.probe(ctx, e)
+	}
 	return &engineError{engine: id, err: err}
 }
 

@@ -26,39 +26,61 @@ const (
 	probeTimeoutFrac = 2 // a probe may take half the interval
 )
 
-// probeLoop reads an engine's /metrics every ProbeInterval: an answer
-// brings a downed engine back and corrects its queue estimate; no answer
-// ProbeFailures times in a row, or a refused connection, takes it out.
+// maxProbeTimeout caps one probe's wait whatever the interval: a failed
+// request waits for the probe it triggers before its retry.
+const maxProbeTimeout = 5 * time.Second
+
+// probeLoop probes an engine every ProbeInterval until ctx ends.
 func (r *Router) probeLoop(ctx context.Context, e *engine) {
 	t := time.NewTicker(r.opts.ProbeInterval)
 	defer t.Stop()
-	failed := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, r.opts.ProbeInterval/probeTimeoutFrac)
+		r.probe(ctx, e)
+	}
+}
+
+// probe reads an engine's /metrics once and decides its health: an answer
+// brings a downed engine back and corrects its queue estimate; no answer
+// ProbeFailures times in a row, or a refused connection, takes it out.
+// The probe is the only judge of an engine's health: a request that an
+// engine failed triggers one (see failed) rather than taking it out, since
+// a request's failure can be the request's (one poison prompt retried
+// around would take every engine out). Calls for one engine at once share
+// one probe; each returns when it is decided, or ctx ends.
+func (r *Router) probe(ctx context.Context, e *engine) {
+	ch := r.probes.DoChan(e.ID, func() (any, error) {
+		// The first caller's context bounds the shared probe; a decision
+		// made after it ended is not made.
+		pctx, cancel := context.WithTimeout(ctx, min(r.opts.ProbeInterval/probeTimeoutFrac, maxProbeTimeout))
 		vals, err := r.scrape(pctx, e.URL+"/metrics")
 		cancel()
 		if ctx.Err() != nil {
-			return
+			return nil, nil
 		}
 		if err != nil {
-			failed++
-			if failed >= r.opts.ProbeFailures || errors.Is(err, syscall.ECONNREFUSED) {
+			failed := e.probeFailed.Add(1)
+			if int(failed) >= r.opts.ProbeFailures || errors.Is(err, syscall.ECONNREFUSED) {
 				r.markDown(e.ID, fmt.Errorf("probe (%d in a row unanswered): %w", failed, err))
 			} else {
 				r.m.probeMisses.WithLabelValues(e.ID).Inc()
 			}
-			continue
+			return nil, nil
 		}
-		failed = 0
+		e.probeFailed.Store(0)
 		r.markUp(e.ID)
 		if l, ok := r.loadFrom(vals); ok && e.role != scheduler.RoleDecode {
 			_ = r.d.Heartbeat(e.ID, l)
 		}
+		return nil, nil
+	})
+	select {
+	case <-ch:
+	case <-ctx.Done():
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/kvevents"
 	"github.com/yuebing/yuebing/scheduler"
@@ -40,6 +42,10 @@ type Router struct {
 
 	storeMu sync.Mutex
 	stores  map[string]bool // pool store instances, and whether registered
+
+	// probes runs one probe per engine at a time, keyed by engine id: the
+	// ticker's and those failed requests trigger share it.
+	probes singleflight.Group
 }
 
 // New validates opts and returns a Router with every engine registered.

@@ -2,10 +2,12 @@ package router
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -49,8 +51,17 @@ func newSimEngine(t *testing.T) *simEngine {
 		var req struct {
 			Stream bool `json:"stream"`
 		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		b, err := io.ReadAll(r.Body)
+		if err == nil {
+			err = json.Unmarshal(b, &req)
+		}
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if bytes.Contains(b, []byte("poison")) {
+			// An input the engine fails on, wherever it runs.
+			http.Error(w, "engine error on this input", http.StatusInternalServerError)
 			return
 		}
 		switch e.failNext.Swap("") {
@@ -309,32 +320,74 @@ func TestRouterRejectsWhenOverloaded(t *testing.T) {
 	}
 }
 
-func TestRouterRetriesElsewhere(t *testing.T) {
+// TestRouterRetriesAfterFailure: an attempt an engine fails is placed
+// again; the engine, whose probe answers, stays in.
+func TestRouterRetriesAfterFailure(t *testing.T) {
 	for _, mode := range []string{"500", "close"} {
 		t.Run(mode, func(t *testing.T) {
 			a, b := newSimEngine(t), newSimEngine(t)
-			// Probes stay off: the test watches the failed engine stay down.
+			// The ticker's probes stay off: only the failure's probe runs.
 			r := startRouter(t, Options{ProbeInterval: time.Hour, Engines: []Engine{{ID: "a", URL: a.srv.URL}, {ID: "b", URL: b.srv.URL}}})
 			a.failNext.Store(mode)
-			w, err := serve(t, r, body(t, prompt(5, 2), true))
-			if err != nil || w.Code != http.StatusOK {
-				t.Fatalf("got %v %d, want the retry's answer", err, w.Code)
-			}
-			if b.served.Load() != 1 || !strings.Contains(w.Body.String(), "data: [DONE]") {
-				t.Fatalf("b served %d; body %q", b.served.Load(), w.Body)
-			}
-			if _, err := r.d.Instance("a"); !errors.Is(err, scheduler.ErrUnknownInstance) {
-				t.Fatalf("the failed engine is still scheduled: %v", err)
-			}
-			// Both down: the retry has nowhere to go.
 			b.failNext.Store(mode)
-			if _, err := serve(t, r, body(t, prompt(6, 2), false)); !errors.Is(err, ErrUpstream) {
-				t.Fatalf("got %v, want ErrUpstream", err)
+			w, err := serve(t, r, body(t, prompt(5, 2), true))
+			if err != nil || w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "data: [DONE]") {
+				t.Fatalf("got %v %d %q, want the retry's answer", err, w.Code, w.Body)
 			}
-			if _, err := serve(t, r, body(t, prompt(6, 2), false)); !errors.Is(err, ErrNoEngine) {
-				t.Fatalf("got %v, want ErrNoEngine", err)
+			if got := counter(t, r.m.retries); got != 1 {
+				t.Fatalf("%v retries, want 1", got)
+			}
+			for _, id := range []string{"a", "b"} {
+				if _, err := r.d.Instance(id); err != nil {
+					t.Fatalf("engine %s, whose probe answers, left the scheduler after failing one request: %v", id, err)
+				}
 			}
 		})
+	}
+}
+
+// TestRouterPoisonRequestLeavesEnginesUp: a request every engine fails
+// (an input it cannot take) fails alone; the engines stay in and the next
+// client is served. Before, each attempt took its engine out, and one such
+// request a probe interval left every client with 503 no_engine.
+func TestRouterPoisonRequestLeavesEnginesUp(t *testing.T) {
+	a, b := newSimEngine(t), newSimEngine(t)
+	r := startRouter(t, Options{ProbeInterval: time.Hour, Engines: []Engine{{ID: "a", URL: a.srv.URL}, {ID: "b", URL: b.srv.URL}}})
+	for i := range 3 {
+		_, err := serve(t, r, []byte(`{"model":"m","prompt":"poison pill `+fmt.Sprint(i)+`"}`))
+		if !errors.Is(err, ErrUpstream) {
+			t.Fatalf("poison request %d: %v, want ErrUpstream", i, err)
+		}
+		for j := range 2 {
+			w, err := serve(t, r, body(t, prompt(40+2*i+j, 2), false))
+			if err != nil || w.Code != http.StatusOK {
+				t.Fatalf("request %d after poison request %d: %v %d, want 200", j, i, err, w.Code)
+			}
+		}
+	}
+	if got := counter(t, r.m.engineDown.WithLabelValues("a")) + counter(t, r.m.engineDown.WithLabelValues("b")); got != 0 {
+		t.Fatalf("engines taken out %v times", got)
+	}
+}
+
+// TestRouterDeadEngineLeavesBeforeRetry: an engine that refuses
+// connections fails its probe as well as the request, so it is out before
+// the retry is placed, and the client is served by the other.
+func TestRouterDeadEngineLeavesBeforeRetry(t *testing.T) {
+	a, b := newSimEngine(t), newSimEngine(t)
+	r := startRouter(t, Options{ProbeInterval: time.Hour, Engines: []Engine{{ID: "a", URL: a.srv.URL}, {ID: "b", URL: b.srv.URL}}})
+	a.srv.Close()
+	for i := range 4 {
+		w, err := serve(t, r, body(t, prompt(60+i, 2), false))
+		if err != nil || w.Code != http.StatusOK {
+			t.Fatalf("request %d: %v %d, want 200 from b", i, err, w.Code)
+		}
+	}
+	if _, err := r.d.Instance("a"); !errors.Is(err, scheduler.ErrUnknownInstance) {
+		t.Fatalf("the dead engine is still scheduled: %v", err)
+	}
+	if b.served.Load() != 4 {
+		t.Fatalf("b served %d of 4", b.served.Load())
 	}
 }
 

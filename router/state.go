@@ -1,6 +1,8 @@
 package router
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -34,11 +36,23 @@ type engine struct {
 		blocks *keytable.Table[held]
 		// specs counts the entries with a speculative expiry.
 		specs int
-		// up is false while the engine is out of the scheduler after a
-		// failure.
-		up bool
+		// healthy is the probes' verdict: false from a failed probe (or
+		// a refused connection) until one answers.
+		healthy bool
+		// registered is the operator's: false from a DELETE of the engine
+		// on the conductor API until it is POSTed again.
+		registered bool
+		// capacity is the last registration's, kept for re-adding.
+		capacity int64
 	}
+	// probeFailed counts the engine's unanswered probes in a row; only
+	// the one probe in flight (Router.probe) touches it.
+	probeFailed atomic.Int32
 }
+
+// scheduledLocked reports whether the scheduler places requests on e:
+// exactly when it is healthy and registered.
+func (e *engine) scheduledLocked() bool { return e.mu.healthy && e.mu.registered }
 
 // held is what the router knows of one block on one engine.
 type held struct {
@@ -55,7 +69,7 @@ func (h held) live(now int64) bool { return h.tiers != 0 || h.spec > now }
 func newEngine(cfg Engine, role scheduler.Role) *engine {
 	e := &engine{Engine: cfg, role: role, stats: new(kvevents.Stats)}
 	e.mu.blocks = keytable.New[held]()
-	e.mu.up = true
+	e.mu.healthy, e.mu.registered = true, true
 	return e
 }
 
@@ -111,7 +125,7 @@ func (s engineSink) Apply(u kvevents.Update) {
 func (e *engine) prefix(keys []block.Key, now int64) (int, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.mu.up {
+	if !e.scheduledLocked() {
 		return 0, false
 	}
 	bs := e.mu.blocks
@@ -159,7 +173,7 @@ func (r *Router) speculate(id string, keys []block.Key, now int64) {
 	added := int64(0)
 	dropped := false
 	e.mu.Lock()
-	if !e.mu.up {
+	if !e.scheduledLocked() {
 		e.mu.Unlock()
 		return
 	}
@@ -239,9 +253,38 @@ func (r *Router) blocks(id string) (int64, bool) {
 	return 0, false
 }
 
-// markDown takes a failed engine out of the scheduler until a probe finds
-// it answering again. Its events still apply meanwhile: the view is
-// current when it comes back.
+// An engine's state is two flags under its lock, the probes' health and
+// the operator's registration, and it is in the scheduler exactly when
+// both are set. Every change of either goes through setLocked, so the probe
+// loop, failed requests and the conductor API (Register, Deregister) cannot
+// leave the router and the scheduler disagreeing about an engine: what one
+// of them does, the others see.
+
+// setLocked moves e to the given flags and makes the scheduler agree. An
+// error leaves e as it was: a pool store instance can have taken the id
+// while the engine was out (its id comes from a pool node's answer).
+func (r *Router) setLocked(e *engine, healthy, registered bool) error {
+	was, now := e.scheduledLocked(), healthy && registered
+	switch {
+	case now && !was:
+		in := scheduler.Instance{ID: e.ID, Addr: e.URL, Role: e.role, Capacity: e.mu.capacity}
+		if err := r.d.AddInstance(in); err != nil {
+			return err
+		}
+	case was && !now:
+		// Only the router registers its engines; an unknown id is out
+		// already, which is what was asked.
+		if err := r.d.RemoveInstance(e.ID); err != nil && !errors.Is(err, scheduler.ErrUnknownInstance) {
+			return err
+		}
+	}
+	e.mu.healthy, e.mu.registered = healthy, registered
+	return nil
+}
+
+// markDown records a failed probe's verdict: the engine leaves the
+// scheduler until a probe finds it answering again. Its events still apply
+// meanwhile: the view is current when it comes back.
 func (r *Router) markDown(id string, why error) {
 	e := r.engines[id]
 	if e == nil {
@@ -249,18 +292,19 @@ func (r *Router) markDown(id string, why error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.mu.up {
+	if !e.mu.healthy {
 		return
 	}
-	e.mu.up = false
+	if err := r.setLocked(e, false, e.mu.registered); err != nil {
+		r.log.Error("router: cannot take an engine out", "engine", id, "err", err)
+		return
+	}
 	r.m.engineDown.WithLabelValues(id).Inc()
 	r.log.Warn("router: engine down", "engine", id, "err", why)
-	if err := r.d.RemoveInstance(id); err != nil {
-		panic("BUG: router: removing a registered engine: " + err.Error())
-	}
 }
 
-// markUp brings an engine back.
+// markUp records an answered probe: a healthy engine that is registered
+// rejoins the scheduler.
 func (r *Router) markUp(id string) {
 	e := r.engines[id]
 	if e == nil {
@@ -268,12 +312,74 @@ func (r *Router) markUp(id string) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.mu.up {
+	if e.mu.healthy {
 		return
 	}
-	if err := r.d.AddInstance(scheduler.Instance{ID: e.ID, Addr: e.URL, Role: e.role}); err != nil {
-		panic("BUG: router: re-adding an engine: " + err.Error())
+	if err := r.setLocked(e, true, e.mu.registered); err != nil {
+		// The next answered probe tries again.
+		r.log.Warn("router: engine answers but cannot rejoin the scheduler", "engine", id, "err", err)
+		return
 	}
-	e.mu.up = true
 	r.log.Info("router: engine up", "engine", id)
+}
+
+// Register registers one of the router's engines with its scheduler again
+// after Deregister, as the conductor API's POST /v1/conductor/instances
+// does for a router. The router routes to the engines it was configured
+// with only: any other id, or another address or role than the engine's,
+// is an error wrapping scheduler.ErrInstance (an unknown engine has no
+// address to forward to, nor events or probes). An engine registered
+// already is scheduler.ErrDuplicate while it is scheduled and no error
+// while its probes fail: it rejoins when one answers.
+func (r *Router) Register(in scheduler.Instance) error {
+	if err := in.Validate(); err != nil {
+		return err
+	}
+	e := r.engines[in.ID]
+	if e == nil {
+		return fmt.Errorf("%w: %w: %q: the router routes to its configured engines only", scheduler.ErrInstance, ErrUnknownEngine, in.ID)
+	}
+	if in.Addr != "" && in.Addr != e.URL {
+		return fmt.Errorf("%w: engine %q is at %s, not %s", scheduler.ErrInstance, e.ID, e.URL, in.Addr)
+	}
+	if in.Role != e.role {
+		return fmt.Errorf("%w: engine %q has role %s, not %s", scheduler.ErrInstance, e.ID, e.role, in.Role)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.mu.registered {
+		if e.scheduledLocked() {
+			return fmt.Errorf("%w: engine %q is registered", scheduler.ErrDuplicate, e.ID)
+		}
+		return nil
+	}
+	old := e.mu.capacity
+	e.mu.capacity = in.Capacity
+	if err := r.setLocked(e, e.mu.healthy, true); err != nil {
+		e.mu.capacity = old
+		return err
+	}
+	r.log.Info("router: engine registered", "engine", e.ID, "healthy", e.mu.healthy)
+	return nil
+}
+
+// Deregister takes one of the router's engines out of its scheduler until
+// Register, whatever its probes find, as the conductor API's DELETE
+// /v1/conductor/instances/ID does for a router. An id that is not a
+// registered engine is an error wrapping scheduler.ErrUnknownInstance.
+func (r *Router) Deregister(id string) error {
+	e := r.engines[id]
+	if e == nil {
+		return fmt.Errorf("%w: %w: %q", scheduler.ErrUnknownInstance, ErrUnknownEngine, id)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.mu.registered {
+		return fmt.Errorf("%w: engine %q is not registered", scheduler.ErrUnknownInstance, id)
+	}
+	if err := r.setLocked(e, e.mu.healthy, false); err != nil {
+		return err
+	}
+	r.log.Info("router: engine deregistered", "engine", id)
+	return nil
 }
