@@ -8,7 +8,7 @@
 // passes the descriptor with SCM_RIGHTS. The client maps it. The session
 // lives as long as that connection: when the client closes it (or dies),
 // the server waits for requests still copying into the segment and frees
-// it. Requests that move bytes name the session by ID (the HTTP API's
+// it; what the client still maps of it reads as zeros. Requests that move bytes name the session by ID (the HTTP API's
 // /v1/shm endpoints); the ID is a random 128-bit secret and the session is
 // bound to the principal that opened it.
 //
@@ -18,6 +18,11 @@
 //	copy(sess.Bytes()[off:], block) // while acquired
 //	release()
 //
-// Memory is bounded by Options: a session's size and the sum over all of
-// them.
+// Memory is bounded by Options: a session's size, the sum over all of
+// them and over one owner's (so one principal cannot take every session).
+// The bound holds whatever a client does: a freed session's pages are
+// released even if the client still maps the segment. Connections that
+// have not sent their request yet are bounded too (MaxPending,
+// HelloTimeout), and a failed accept (out of descriptors) is retried, so
+// local clients that connect and say nothing cannot stop the server.
 package staging

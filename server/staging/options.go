@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // Options configure a Server.
@@ -20,6 +21,22 @@ type Options struct {
 	MaxBytes int64
 	// MaxSessions bounds open sessions. Default 64.
 	MaxSessions int
+	// MaxOwnerSessions bounds the open sessions of one owner, so one
+	// principal cannot take every session and leave the others
+	// "overloaded". Default MaxSessions/4 (at least 1): four owners at
+	// their quota fill the server.
+	MaxOwnerSessions int
+	// MaxOwnerBytes bounds the segments of one owner's sessions together.
+	// Default MaxBytes/2, but at least MaxSessionBytes.
+	MaxOwnerBytes int64
+	// MaxPending bounds connections accepted whose request has not
+	// arrived yet. Past it the oldest of them is answered "overloaded"
+	// and closed, so connections that never speak hold a bounded number
+	// of descriptors and cannot lock out a client that does. Default 128.
+	MaxPending int
+	// HelloTimeout bounds how long a connection may take to send its
+	// request; a client on the same host sends it at once. Default 5s.
+	HelloTimeout time.Duration
 	// Authenticate maps a bearer token to the session's owner and a value
 	// kept with the session (Session.Value: who the caller is); an error
 	// refuses the session. Default: every token is accepted, owner "".
@@ -46,6 +63,18 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxSessions == 0 {
 		o.MaxSessions = 64
 	}
+	if o.MaxOwnerSessions == 0 {
+		o.MaxOwnerSessions = max(1, o.MaxSessions/4)
+	}
+	if o.MaxOwnerBytes == 0 {
+		o.MaxOwnerBytes = max(o.MaxSessionBytes, o.MaxBytes/2)
+	}
+	if o.MaxPending == 0 {
+		o.MaxPending = 128
+	}
+	if o.HelloTimeout == 0 {
+		o.HelloTimeout = 5 * time.Second
+	}
 	if o.Authenticate == nil {
 		o.Authenticate = func(string) (string, any, error) { return "", nil, nil }
 	}
@@ -65,6 +94,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxSessionBytes <= 0 || o.MaxBytes <= 0 || o.MaxSessions <= 0 {
 		errs = append(errs, fmt.Errorf("staging: limits must be positive: session %d bytes, total %d bytes, %d sessions", o.MaxSessionBytes, o.MaxBytes, o.MaxSessions))
+	}
+	if o.MaxOwnerSessions <= 0 || o.MaxOwnerBytes <= 0 || o.MaxPending <= 0 || o.HelloTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("staging: limits must be positive: %d sessions and %d bytes per owner, %d pending connections, hello timeout %v", o.MaxOwnerSessions, o.MaxOwnerBytes, o.MaxPending, o.HelloTimeout))
 	}
 	if o.MaxSessionBytes > o.MaxBytes {
 		errs = append(errs, fmt.Errorf("staging: MaxSessionBytes %d exceeds MaxBytes %d", o.MaxSessionBytes, o.MaxBytes))

@@ -2,6 +2,7 @@ package staging
 
 import (
 	"bufio"
+	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,16 +12,13 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/yuebing/yuebing/rdma"
 )
-
-// helloTimeout bounds how long a connection may take to send its request:
-// a client that connects and says nothing must not hold a slot.
-const helloTimeout = 10 * time.Second
 
 // maxHello bounds the request line: a token and a size fit in far less.
 const maxHello = 4 << 10
@@ -36,13 +34,37 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	accepted, pendingClosed, helloTimeouts, acceptErrors, quotaRefusals atomic.Int64
+
 	mu struct {
 		sync.Mutex
 		sessions map[string]*Session
 		conns    map[*net.UnixConn]struct{}
-		used     int64
-		closed   bool
+		// pending holds the connections whose request has not arrived,
+		// oldest first (*pendingConn).
+		pending *list.List
+		// open and used count the sessions and bytes reserved, sessions
+		// being created included, so concurrent requests cannot pass a
+		// limit together.
+		open   int
+		used   int64
+		owners map[string]*ownerUse
+		closed bool
 	}
+}
+
+// pendingConn is a connection waiting for its request.
+type pendingConn struct {
+	c *net.UnixConn
+	// closed is set, under Server.mu, when a newer connection took its
+	// slot; its read deadline is then in the past.
+	closed bool
+}
+
+// ownerUse is what one owner's sessions hold.
+type ownerUse struct {
+	sessions int
+	bytes    int64
 }
 
 // Session is one client's staging segment.
@@ -79,6 +101,8 @@ func New(opts Options) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.sessions = map[string]*Session{}
 	s.mu.conns = map[*net.UnixConn]struct{}{}
+	s.mu.pending = list.New()
+	s.mu.owners = map[string]*ownerUse{}
 	return s, nil
 }
 
@@ -90,23 +114,40 @@ func (s *Server) Listener() net.Listener { return s.ln }
 // abstract socket).
 func (s *Server) Addr() string { return s.opts.Listen }
 
-// Serve accepts clients until Close; it returns nil after Close.
+// Serve accepts clients until Close; it returns nil after Close. A failed
+// accept is retried after a pause, as net/http does: out of descriptors
+// (EMFILE, ENFILE) the process recovers once connections close, and
+// returning would leave the socket unserved for good. Only an error that
+// no retry can mend (the socket closed under it) is returned.
 func (s *Server) Serve() error {
+	var pause time.Duration
 	for {
 		c, err := s.ln.AcceptUnix()
 		if err != nil {
-			s.mu.Lock()
-			closed := s.mu.closed
-			s.mu.Unlock()
-			if closed {
+			if s.isClosed() {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("staging: accept: %w", err)
 			}
-			return fmt.Errorf("staging: accept: %w", err)
+			s.acceptErrors.Add(1)
+			// 5 ms doubling to 1 s: quick to recover, and at most one
+			// retry (and log line) a second while the condition lasts.
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			s.opts.Logger.Warn("staging: accept failed; retrying", "err", err, "retry_in", pause)
+			select {
+			case <-time.After(pause):
+			case <-s.ctx.Done():
+			}
+			continue
 		}
+		pause = 0
+		s.accepted.Add(1)
+		// The deadline is set here, before the connection can be
+		// closed to make room (which moves it to the past).
+		c.SetReadDeadline(time.Now().Add(s.opts.HelloTimeout))
+		p := &pendingConn{c: c}
+		var evict *pendingConn
 		s.mu.Lock()
 		if s.mu.closed {
 			s.mu.Unlock()
@@ -114,7 +155,18 @@ func (s *Server) Serve() error {
 			return nil
 		}
 		s.mu.conns[c] = struct{}{}
+		el := s.mu.pending.PushBack(p)
+		if s.mu.pending.Len() > s.opts.MaxPending {
+			evict = s.mu.pending.Remove(s.mu.pending.Front()).(*pendingConn)
+			evict.closed = true
+		}
 		s.mu.Unlock()
+		if evict != nil {
+			// Its goroutine, woken by the deadline, answers and hangs
+			// up: one writer per connection.
+			s.pendingClosed.Add(1)
+			evict.c.SetReadDeadline(time.Unix(1, 0))
+		}
 		s.wg.Go(func() {
 			defer func() {
 				s.mu.Lock()
@@ -122,9 +174,15 @@ func (s *Server) Serve() error {
 				s.mu.Unlock()
 				c.Close()
 			}()
-			s.handle(c)
+			s.handle(p, el)
 		})
 	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closed
 }
 
 type hello struct {
@@ -145,14 +203,33 @@ type answerError struct {
 
 // handle runs one client: its request, the answer with the descriptor,
 // then waits for the client to hang up and frees the session.
-func (s *Server) handle(c *net.UnixConn) {
-	c.SetReadDeadline(time.Now().Add(helloTimeout))
-	sess, err := s.open(c)
+func (s *Server) handle(p *pendingConn, el *list.Element) {
+	c := p.c
+	h, err := readHello(c, s.opts.MaxSessionBytes)
+	s.mu.Lock()
+	closed := p.closed
+	if !closed {
+		s.mu.pending.Remove(el)
+	}
+	s.mu.Unlock()
+	var sess *Session
+	var ne net.Error
+	switch {
+	case err == nil:
+		sess, err = s.open(h)
+	case closed:
+		err = fmt.Errorf("%w: over %d connections are waiting to send their request; this one waited longest", ErrBusy, s.opts.MaxPending)
+	case errors.As(err, &ne) && ne.Timeout():
+		s.helloTimeouts.Add(1)
+		err = fmt.Errorf("%w: no request within %v", ErrHelloTimeout, s.opts.HelloTimeout)
+	}
 	if err != nil {
 		code := "bad_request"
 		switch {
-		case errors.Is(err, ErrLimit):
+		case errors.Is(err, ErrLimit), errors.Is(err, ErrQuota), errors.Is(err, ErrBusy):
 			code = "overloaded"
+		case errors.Is(err, ErrHelloTimeout):
+			code = "timeout"
 		case errors.Is(err, ErrClosed):
 			code = "unavailable"
 		case errors.Is(err, ErrBadHello):
@@ -161,13 +238,13 @@ func (s *Server) handle(c *net.UnixConn) {
 			code = "unauthenticated"
 		}
 		line, _ := json.Marshal(answer{Error: &answerError{Code: code, Message: err.Error()}})
-		c.SetWriteDeadline(time.Now().Add(helloTimeout))
+		c.SetWriteDeadline(time.Now().Add(s.opts.HelloTimeout))
 		c.Write(append(line, '\n'))
 		return
 	}
 	defer s.free(sess)
 	line, _ := json.Marshal(answer{Session: sess.id, Size: sess.size})
-	c.SetWriteDeadline(time.Now().Add(helloTimeout))
+	c.SetWriteDeadline(time.Now().Add(s.opts.HelloTimeout))
 	if _, _, err := c.WriteMsgUnix(append(line, '\n'), unix.UnixRights(int(sess.mem.File().Fd())), nil); err != nil {
 		return
 	}
@@ -217,35 +294,18 @@ func (s *Server) requests(c *net.UnixConn, sess *Session) {
 	}
 }
 
-// open reads the request and creates the session.
-func (s *Server) open(c *net.UnixConn) (*Session, error) {
-	h, err := readHello(c, s.opts.MaxSessionBytes)
-	if err != nil {
-		return nil, err
-	}
+// open authenticates a request and creates its session.
+func (s *Server) open(h hello) (*Session, error) {
 	owner, value, err := s.opts.Authenticate(h.Token)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	switch {
-	case s.mu.closed:
-		s.mu.Unlock()
-		return nil, ErrClosed
-	case len(s.mu.sessions) >= s.opts.MaxSessions:
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: %d sessions are open", ErrLimit, len(s.mu.sessions))
-	case s.mu.used+h.Size > s.opts.MaxBytes:
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: %d of %d bytes are in use", ErrLimit, s.mu.used, s.opts.MaxBytes)
+	if err := s.reserve(owner, h.Size); err != nil {
+		return nil, err
 	}
-	s.mu.used += h.Size
-	s.mu.Unlock()
 	mem, err := rdma.NewSharedMemory("yuebing-staging", int(h.Size))
 	if err != nil {
-		s.mu.Lock()
-		s.mu.used -= h.Size
-		s.mu.Unlock()
+		s.unreserve(owner, h.Size)
 		return nil, fmt.Errorf("%w: %v", ErrLimit, err)
 	}
 	var id [16]byte
@@ -257,12 +317,59 @@ func (s *Server) open(c *net.UnixConn) (*Session, error) {
 	return sess, nil
 }
 
+// reserve counts a session of size bytes for owner against the limits,
+// the owner's quotas first: an owner over its own is told so.
+func (s *Server) reserve(owner string, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.mu.owners[owner]
+	if u == nil {
+		u = &ownerUse{}
+	}
+	switch {
+	case s.mu.closed:
+		return ErrClosed
+	case u.sessions >= s.opts.MaxOwnerSessions:
+		s.quotaRefusals.Add(1)
+		return fmt.Errorf("%w: %d sessions of this principal are open, at most %d each; other principals may still open theirs", ErrQuota, u.sessions, s.opts.MaxOwnerSessions)
+	case u.bytes+size > s.opts.MaxOwnerBytes:
+		s.quotaRefusals.Add(1)
+		return fmt.Errorf("%w: this principal's sessions hold %d bytes, at most %d each; other principals may still open theirs", ErrQuota, u.bytes, s.opts.MaxOwnerBytes)
+	case s.mu.open >= s.opts.MaxSessions:
+		return fmt.Errorf("%w: %d sessions are open", ErrLimit, s.mu.open)
+	case s.mu.used+size > s.opts.MaxBytes:
+		return fmt.Errorf("%w: %d of %d bytes are in use", ErrLimit, s.mu.used, s.opts.MaxBytes)
+	}
+	u.sessions++
+	u.bytes += size
+	s.mu.owners[owner] = u
+	s.mu.open++
+	s.mu.used += size
+	return nil
+}
+
+func (s *Server) unreserve(owner string, size int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.mu.owners[owner]
+	if u == nil || u.sessions <= 0 || s.mu.open <= 0 {
+		panic("BUG: staging: releasing a session that was not reserved")
+	}
+	u.sessions--
+	u.bytes -= size
+	if u.sessions == 0 {
+		delete(s.mu.owners, owner)
+	}
+	s.mu.open--
+	s.mu.used -= size
+}
+
 // readHello reads and checks a client's request: one line of JSON.
 func readHello(r io.Reader, maxSize int64) (hello, error) {
 	var h hello
 	line, err := bufio.NewReaderSize(io.LimitReader(r, maxHello), maxHello).ReadSlice('\n')
 	if err != nil {
-		return h, fmt.Errorf("%w: want one line of JSON ending in a newline, at most %d bytes: %v", ErrBadHello, maxHello, err)
+		return h, fmt.Errorf("%w: want one line of JSON ending in a newline, at most %d bytes: %w", ErrBadHello, maxHello, err)
 	}
 	if err := json.Unmarshal(line, &h); err != nil {
 		return h, fmt.Errorf("%w: %v", ErrBadHello, err)
@@ -273,20 +380,28 @@ func readHello(r io.Reader, maxSize int64) (hello, error) {
 	return h, nil
 }
 
-// free forgets the session, waits for requests using it and unmaps it.
+// free forgets the session, waits for requests using it, releases its
+// pages and unmaps it.
 func (s *Server) free(sess *Session) {
 	s.mu.Lock()
 	delete(s.mu.sessions, sess.id)
 	s.mu.Unlock()
 	sess.mu.Lock()
 	sess.closed = true
+	// A client may keep its mapping (and the descriptor) after hanging
+	// up, which would keep every page alive past the session and let
+	// clients hold more than MaxBytes. Punching the whole file out frees
+	// the pages whoever maps them; a client that touches its mapping
+	// again gets fresh zero pages of its own, charged to it. The seals
+	// forbid resizing, not this (KEEP_SIZE).
+	if err := unix.Fallocate(int(sess.mem.File().Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, sess.size); err != nil {
+		s.opts.Logger.Warn("staging: releasing a segment's pages", "err", err)
+	}
 	if err := sess.mem.Close(); err != nil {
 		s.opts.Logger.Warn("staging: freeing a segment", "err", err)
 	}
 	sess.mu.Unlock()
-	s.mu.Lock()
-	s.mu.used -= sess.size
-	s.mu.Unlock()
+	s.unreserve(sess.owner, sess.size)
 }
 
 // Acquire returns the open session id of owner, held until release is
@@ -307,11 +422,12 @@ func (s *Server) Acquire(id, owner string) (*Session, func(), error) {
 	return sess, sess.mu.RUnlock, nil
 }
 
-// Stats reports open sessions and their bytes.
+// Stats reports open sessions and their bytes, those being created
+// included.
 func (s *Server) Stats() (sessions int, bytes int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.mu.sessions), s.mu.used
+	return s.mu.open, s.mu.used
 }
 
 // Close stops accepting, ends every session and waits for them.
@@ -330,4 +446,29 @@ func (s *Server) Close() error {
 	err := s.ln.Close()
 	s.wg.Wait()
 	return err
+}
+
+// Counters are the server's totals since it started.
+type Counters struct {
+	Accepted int64
+	// PendingClosed counts connections closed unheard because MaxPending
+	// newer ones were waiting to send their request.
+	PendingClosed int64
+	// HelloTimeouts counts connections that sent no request within
+	// HelloTimeout.
+	HelloTimeouts int64
+	// AcceptErrors counts failed accepts (EMFILE and the like); the
+	// server retries them.
+	AcceptErrors int64
+	// QuotaRefusals counts sessions refused for MaxOwnerSessions or
+	// MaxOwnerBytes.
+	QuotaRefusals int64
+}
+
+// Counters returns the server's counters.
+func (s *Server) Counters() Counters {
+	return Counters{
+		Accepted: s.accepted.Load(), PendingClosed: s.pendingClosed.Load(), HelloTimeouts: s.helloTimeouts.Load(),
+		AcceptErrors: s.acceptErrors.Load(), QuotaRefusals: s.quotaRefusals.Load(),
+	}
 }
