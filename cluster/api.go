@@ -132,6 +132,10 @@ type Counters struct {
 	// NameHits and NameMisses count LookupName answers.
 	NameHits   int64 `json:"name_hits"`
 	NameMisses int64 `json:"name_misses"`
+	// BadRecords counts member records and campaigns in etcd that this
+	// node ignored because the cluster token's MAC did not verify: a writer
+	// to etcd that does not hold the token (docs/cluster.md).
+	BadRecords int64 `json:"bad_records"`
 }
 
 // Counters returns the node's counters.
@@ -140,7 +144,7 @@ func (n *Node) Counters() Counters {
 	return Counters{
 		Fetches: s.fetches.Load(), FetchFailures: s.fetchFailures.Load(), FetchedBytes: s.fetchedBytes.Load(),
 		Admitted: s.admitted.Load(), Relayed: s.relayed.Load(), Served: s.served.Load(), Reports: s.reports.Load(), Resyncs: s.resyncs.Load(),
-		NameHits: s.nameHits.Load(), NameMisses: s.nameMisses.Load(),
+		NameHits: s.nameHits.Load(), NameMisses: s.nameMisses.Load(), BadRecords: s.badRecords.Load(),
 		Published: s.published.Load(), PublishFailures: s.publishFailures.Load(), Forgotten: s.forgotten.Load(),
 		PeerAsks: s.peerAsks.Load(), LocationHits: s.locCacheHits.Load(), Locates: s.locates.Load(),
 	}

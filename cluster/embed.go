@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -35,6 +36,13 @@ type EmbedOptions struct {
 	PeerListen string
 	// StartTimeout bounds waiting for the server to be ready. Default 60s.
 	StartTimeout time.Duration
+	// RootPassword, when set, turns on etcd's authentication with a root
+	// user of this password (EtcdPassword of the cluster token), so only
+	// nodes holding the token can read or write the cluster's keys. A data
+	// directory whose root user has another password (made with another
+	// token) is refused. Default none: anyone who reaches ClientListen may
+	// read and write, as in etcd's own default.
+	RootPassword string
 }
 
 // StartEmbedded starts an embedded etcd and waits until it serves.
@@ -86,7 +94,58 @@ func StartEmbedded(opts EmbedOptions) (*Embedded, error) {
 		e.Close()
 		return nil, fmt.Errorf("cluster: embedded etcd not ready after %v", opts.StartTimeout)
 	}
-	return &Embedded{e: e, endpoint: "http://" + e.Clients[0].Addr().String()}, nil
+	m := &Embedded{e: e, endpoint: "http://" + e.Clients[0].Addr().String()}
+	if opts.RootPassword != "" {
+		if err := m.enableAuth(ctx, opts.RootPassword); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// rootUser is the etcd user nodes log in as when the embedded etcd has
+// authentication on: a dev cluster's nodes all hold the same token, so
+// they share one user.
+const rootUser = "root"
+
+// enableAuth turns on authentication with the root user, or checks that a
+// server where it is already on (an earlier run) takes this password.
+func (m *Embedded) enableAuth(ctx context.Context, password string) error {
+	// Logged in as root from the start: against a server without
+	// authentication the login is skipped; against one with it, a wrong
+	// password fails here.
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{m.endpoint}, Username: rootUser, Password: password,
+		DialTimeout: 10 * time.Second, Logger: zap.NewNop(), Context: ctx,
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: embedded etcd: logging in as %s with the password the cluster token gives (a data directory made with another token?): %w", rootUser, err)
+	}
+	defer cli.Close()
+	st, err := cli.AuthStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: embedded etcd: %w", err)
+	}
+	if st.Enabled {
+		return nil
+	}
+	// A root user left by an earlier run that stopped before turning
+	// authentication on takes this password.
+	if _, err := cli.UserGet(ctx, rootUser); err == nil {
+		if _, err := cli.UserChangePassword(ctx, rootUser, password); err != nil {
+			return fmt.Errorf("cluster: embedded etcd: setting the root password: %w", err)
+		}
+	} else if _, err := cli.UserAdd(ctx, rootUser, password); err != nil {
+		return fmt.Errorf("cluster: embedded etcd: adding the root user: %w", err)
+	}
+	if _, err := cli.UserGrantRole(ctx, rootUser, "root"); err != nil {
+		return fmt.Errorf("cluster: embedded etcd: granting the root role: %w", err)
+	}
+	if _, err := cli.AuthEnable(ctx); err != nil {
+		return fmt.Errorf("cluster: embedded etcd: turning authentication on: %w", err)
+	}
+	return nil
 }
 
 // Endpoint returns the client URL to put in Options.Endpoints.

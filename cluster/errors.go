@@ -27,6 +27,9 @@ var (
 	ErrBadRequest = errors.New("cluster: bad request")
 	// ErrClosed: the node left the cluster.
 	ErrClosed = errors.New("cluster: closed")
+	// ErrBadRecord: a member record or campaign in etcd that is not
+	// sealed with the cluster token; the node ignores it.
+	ErrBadRecord = errors.New("cluster: record not signed with the cluster token")
 	// ErrIDsExhausted: every node id below Options.MaxNodes is taken by a
 	// node name.
 	ErrIDsExhausted = errors.New("cluster: no free node id")

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,6 +67,8 @@ type Node struct {
 	// does not start answering within PeerTimeout is passed over.
 	fast *http.Client
 	pfx  string // etcd key prefix, ending in '/'
+	// recordKey signs and checks member records and campaigns (trust.go).
+	recordKey []byte
 
 	etcd    *clientv3.Client
 	id      uint32
@@ -115,6 +116,7 @@ type stats struct {
 	served, published, publishFailures, forgotten  atomic.Int64
 	peerAsks, locCacheHits, locates                atomic.Int64
 	nameHits, nameMisses                           atomic.Int64
+	badRecords                                     atomic.Int64
 	serving                                        atomic.Int64 // reads being answered
 }
 
@@ -162,12 +164,13 @@ func New(opts Options, store *tier.Hierarchy) (*Node, error) {
 			MaxIdleConnsPerHost:   64,
 			IdleConnTimeout:       90 * time.Second,
 		}},
-		pfx:     "/yuebing/" + opts.Cluster + "/",
-		recent:  recent,
-		locs:    locs,
-		tomb:    tomb,
-		fetches: semaphore.NewWeighted(int64(opts.MaxFetches)),
-		bytes:   semaphore.NewWeighted(opts.MaxFetchBytes),
+		pfx:       "/yuebing/" + opts.Cluster + "/",
+		recordKey: deriveKey(opts.Token, purposeRecords),
+		recent:    recent,
+		locs:      locs,
+		tomb:      tomb,
+		fetches:   semaphore.NewWeighted(int64(opts.MaxFetches)),
+		bytes:     semaphore.NewWeighted(opts.MaxFetchBytes),
 	}
 	n.mu.members = map[uint32]Member{}
 	n.desired.init(opts.MaxPending * 4)
@@ -202,6 +205,8 @@ func (n *Node) Start(ctx context.Context, addrs Addrs) error {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   n.opts.Endpoints,
 		DialTimeout: n.opts.DialTimeout,
+		Username:    n.opts.EtcdUsername,
+		Password:    n.opts.EtcdPassword,
 		Logger:      zap.NewNop(),
 		Context:     n.ctx,
 	})
@@ -320,8 +325,10 @@ func (n *Node) checkNameFree(ctx context.Context) error {
 	if len(resp.Kvs) == 0 {
 		return nil
 	}
+	// A record not signed with the token is no node's: it cannot hold
+	// the name, and its address is not asked anything.
 	var m Member
-	if json.Unmarshal(resp.Kvs[0].Value, &m) != nil || m.Addrs.HTTP == "" || m.Addrs.HTTP == n.addrs.HTTP {
+	if n.unseal(string(resp.Kvs[0].Key), resp.Kvs[0].Value, &m) != nil || m.Addrs.HTTP == "" || m.Addrs.HTTP == n.addrs.HTTP {
 		return nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, n.opts.PeerTimeout)
@@ -383,9 +390,13 @@ func (n *Node) session() error {
 			sess.Orphan()
 		}
 	}()
-	val, _ := json.Marshal(n.member())
+	mkey := n.key("members", strconv.FormatUint(uint64(n.id), 10))
+	val, err := n.seal(mkey, n.member())
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(n.ctx, n.opts.DialTimeout)
-	_, err = n.etcd.Put(ctx, n.key("members", strconv.FormatUint(uint64(n.id), 10)), string(val), clientv3.WithLease(sess.Lease()))
+	_, err = n.etcd.Put(ctx, mkey, val, clientv3.WithLease(sess.Lease()))
 	cancel()
 	if err != nil {
 		return fmt.Errorf("registering: %w", err)
@@ -401,8 +412,11 @@ func (n *Node) session() error {
 	defer stop()
 	campaign.Go(func() {
 		e := concurrency.NewElection(sess, n.key("election"))
-		li, _ := json.Marshal(LeaderInfo{ID: n.id, Name: n.opts.NodeName, HTTP: n.addrs.HTTP})
-		if err := e.Campaign(cctx, string(li)); err != nil {
+		li, err := n.seal(n.key("election"), LeaderInfo{ID: n.id, Name: n.opts.NodeName, HTTP: n.addrs.HTTP})
+		if err != nil {
+			return
+		}
+		if err := e.Campaign(cctx, li); err != nil {
 			return
 		}
 		elected <- e
@@ -466,18 +480,38 @@ func (n *Node) watchPrefix(prefix string, opts []clientv3.OpOption, load func(*c
 	}
 }
 
+// rejectOnce logs and counts a record the node ignores, once per version
+// of it: the watches reload every record at each change, and an ignored
+// one would otherwise be counted again every time. seen holds the keys
+// and revisions ignored at the last load; next collects this load's.
+func (n *Node) rejectOnce(seen, next map[string]int64, key []byte, rev int64, err error) {
+	next[string(key)] = rev
+	if seen[string(key)] == rev {
+		return
+	}
+	n.stats.badRecords.Add(1)
+	n.log.Warn("cluster: ignoring a record in etcd", "key", string(key), "revision", rev, "err", err)
+}
+
 func (n *Node) watchMembers() {
 	pfx := n.key("members") + "/"
+	var seen map[string]int64
 	n.watchPrefix(pfx, nil, func(resp *clientv3.GetResponse) {
 		members := make(map[uint32]Member, len(resp.Kvs))
+		next := map[string]int64{}
 		for _, kv := range resp.Kvs {
 			var m Member
-			if err := json.Unmarshal(kv.Value, &m); err != nil || strings.TrimPrefix(string(kv.Key), pfx) != strconv.FormatUint(uint64(m.ID), 10) {
-				n.log.Warn("cluster: ignoring a malformed member record", "key", string(kv.Key))
+			err := n.unseal(string(kv.Key), kv.Value, &m)
+			if err == nil && strings.TrimPrefix(string(kv.Key), pfx) != strconv.FormatUint(uint64(m.ID), 10) {
+				err = fmt.Errorf("%w: %s names node id %d", ErrBadRecord, kv.Key, m.ID)
+			}
+			if err != nil {
+				n.rejectOnce(seen, next, kv.Key, kv.ModRevision, err)
 				continue
 			}
 			members[m.ID] = m
 		}
+		seen = next
 		n.mu.Lock()
 		old := n.mu.members
 		n.mu.members = members
@@ -493,14 +527,26 @@ func (n *Node) watchMembers() {
 }
 
 func (n *Node) watchLeader() {
+	var seen map[string]int64
 	n.watchPrefix(n.key("election")+"/", []clientv3.OpOption{
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1),
 	}, func(resp *clientv3.GetResponse) {
+		// The first campaign is the leader's. One not signed with the
+		// token names no leader: its address gets no reports, no lookups
+		// and no token.
 		var li LeaderInfo
-		ok := len(resp.Kvs) > 0 && json.Unmarshal(resp.Kvs[0].Value, &li) == nil
-		if ok {
-			li.Term = resp.Kvs[0].CreateRevision
+		ok := false
+		next := map[string]int64{}
+		if len(resp.Kvs) > 0 {
+			kv := resp.Kvs[0]
+			if err := n.unseal(n.key("election"), kv.Value, &li); err != nil {
+				li = LeaderInfo{}
+				n.rejectOnce(seen, next, kv.Key, kv.ModRevision, err)
+			} else {
+				ok, li.Term = true, kv.CreateRevision
+			}
 		}
+		seen = next
 		n.mu.Lock()
 		changed := n.mu.hasLead != ok || n.mu.leader != li
 		n.mu.leader, n.mu.hasLead = li, ok

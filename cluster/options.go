@@ -39,6 +39,12 @@ type Options struct {
 	// Token authenticates nodes to each other, on the internal HTTP API
 	// and on the transfer service. Required, at most 256 bytes.
 	Token string
+	// EtcdUsername and EtcdPassword log the node in to etcd when both are
+	// set; an etcd without authentication lets the login pass. Default
+	// none. A cluster with a token uses "root" and EtcdPassword(Token),
+	// the embedded etcd's root user.
+	EtcdUsername string
+	EtcdPassword string
 	// TransferListen is the transfer service's host:port. Required; port 0
 	// picks a free one.
 	TransferListen string
