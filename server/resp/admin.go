@@ -105,7 +105,7 @@ func (c *conn) authenticate(user, token []byte) string {
 	}
 	c.principal, c.authed, c.sp = p, true, sp
 	c.mu.Lock()
-	c.mu.user = p.Tenant
+	c.mu.user, c.mu.admin = p.Tenant, p.IsAdmin()
 	c.mu.Unlock()
 	c.r.lim = c.s.limits(false)
 	return ""
@@ -286,7 +286,7 @@ func cmdClient(c *conn, args [][]byte) error {
 		var b strings.Builder
 		now := time.Now()
 		for _, o := range c.s.clients() {
-			if ids == nil || ids[o.id] {
+			if (ids == nil || ids[o.id]) && c.sees(o) {
 				b.WriteString(o.clientInfo(now))
 				b.WriteByte('\n')
 			}
@@ -304,7 +304,7 @@ func cmdClient(c *conn, args [][]byte) error {
 			"GETNAME", "    Return the name of the current connection.",
 			"ID", "    Return the ID of the current connection.",
 			"INFO", "    Return information about the current client connection.",
-			"LIST [TYPE normal] [ID <id> [<id> ...]]", "    Return information about client connections.",
+			"LIST [TYPE normal] [ID <id> [<id> ...]]", "    Return information about client connections (with authentication, of the caller's tenant).",
 			"NO-EVICT (ON|OFF)", "    Accepted; clients are never evicted here.",
 			"NO-TOUCH (ON|OFF)", "    Accepted; keys keep no access time here.",
 			"SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client meta attr.",
@@ -321,6 +321,19 @@ func cmdClient(c *conn, args [][]byte) error {
 		c.writeError("ERR unknown subcommand '" + string(trunc(sub, 128)) + "'. Try CLIENT HELP.")
 	}
 	return nil
+}
+
+// sees reports whether c may see o in CLIENT LIST: an admin sees every
+// connection; a tenant sees only those authenticated as one of its own,
+// since a connection's address, name and last command are its tenant's
+// business. Without authentication every client is an admin, as in Redis.
+func (c *conn) sees(o *conn) bool {
+	if c.principal.IsAdmin() || o == c {
+		return true
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.mu.admin && o.mu.user != "" && o.mu.user == c.principal.Tenant
 }
 
 // clientInfo is the connection's line of CLIENT INFO and CLIENT LIST, with

@@ -459,6 +459,7 @@ type conn struct {
 		cmd                   string // the last command
 		active                time.Time
 		user                  string // the tenant authenticated as
+		admin                 bool   // authenticated with an admin token
 		proto                 int
 	}
 }
@@ -469,7 +470,7 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	c.r = newReader(connReader{c}, s.limits(false))
 	if s.opts.Tokens == nil {
 		c.principal, c.authed = auth.Open, true
-		c.mu.user = auth.Open.Tenant
+		c.mu.user, c.mu.admin = auth.Open.Tenant, true
 		c.sp, _ = s.namespace(auth.DefaultTenant) // validated by Options.Validate
 	} else {
 		c.r.lim = s.limits(true)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/yuebing/yuebing/server/auth"
 )
 
 // tx is a transaction being queued: MULTI, then commands answered +QUEUED,
@@ -154,7 +156,10 @@ func cmdReset(c *conn, _ [][]byte) error {
 	c.mu.name, c.mu.proto = "", 2
 	c.mu.Unlock()
 	if c.s.opts.Tokens != nil {
-		c.authed, c.sp = false, nil
+		c.principal, c.authed, c.sp = auth.Principal{}, false, nil
+		c.mu.Lock()
+		c.mu.user, c.mu.admin = "", false
+		c.mu.Unlock()
 		c.r.lim = c.s.limits(true)
 	}
 	c.writeRaw("+RESET\r\n")
