@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/index"
+	"github.com/yuebing/yuebing/tier"
 )
 
 // What the server's public endpoints call. Each goes to the current
@@ -172,6 +174,32 @@ func (n *Node) Status(ctx context.Context) Status {
 		st.HasLeader = false
 	}
 	return st
+}
+
+// SetStats sets what the node answers another node's MemberStats with:
+// the server's own figures, so an operator reads every member's through
+// one node. Until it is set the answer is not_found.
+func (n *Node) SetStats(fn func() any) { n.statsFn.Store(&fn) }
+
+func (n *Node) handleStats(w http.ResponseWriter, r *http.Request) {
+	fn := n.statsFn.Load()
+	if fn == nil {
+		writeError(w, fmt.Errorf("%w: this node serves no figures", tier.ErrNotFound))
+		return
+	}
+	writeJSON(w, (*fn)())
+}
+
+// MemberStats reads member id's figures (what its SetStats gives) into
+// out. The request carries the cluster token and nothing of the caller's:
+// a client's credentials never go to another node, and only members whose
+// records verify (trust.go) are asked.
+func (n *Node) MemberStats(ctx context.Context, id uint32, out any) error {
+	m, ok := n.memberByID(id)
+	if !ok {
+		return fmt.Errorf("%w: node %d", ErrNotMember, id)
+	}
+	return n.call(ctx, n.client, m, "/internal/v1/stats", struct{}{}, out)
 }
 
 func (n *Node) tierNames(m index.TierMask) []string {

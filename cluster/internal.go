@@ -81,6 +81,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("POST /internal/v1/has", n.handleHas)
 	mux.HandleFunc("POST /internal/v1/forget", n.handleForget)
 	mux.HandleFunc("POST /internal/v1/hot", n.handleHot)
+	mux.HandleFunc("POST /internal/v1/stats", n.handleStats)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: no internal route %s %s", tier.ErrNotFound, r.Method, r.URL.Path))
 	})

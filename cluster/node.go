@@ -91,6 +91,7 @@ type Node struct {
 	lead    atomic.Pointer[leader] // set while this node leads
 	names   atomic.Pointer[NameLookup]
 	nameOps atomic.Pointer[NameOps]
+	statsFn atomic.Pointer[func() any]
 
 	mu struct {
 		sync.Mutex

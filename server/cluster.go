@@ -42,8 +42,12 @@ type ClusterConfig struct {
 	// EtcdEmbeddedPeerListen is its peer host:port. Default 127.0.0.1:2380.
 	EtcdEmbeddedPeerListen string `yaml:"etcd_embedded_peer_listen"`
 	// TokenFile holds the cluster token that nodes present to each other
-	// (internal API and transfer service). Required unless every listener
-	// is on loopback, where a token derived from the cluster name is used.
+	// (internal API and transfer service), that signs their records in
+	// etcd, and from which the embedded etcd's root password is derived.
+	// Required when a listener (the embedded etcd's included) is off
+	// loopback, and whenever auth.tokens_file is set. Otherwise a token
+	// derived from the cluster's name is used: it is no secret, and fits
+	// only a dev cluster on one host with authentication off.
 	TokenFile string `yaml:"token_file"`
 	// AdvertiseHTTP, AdvertiseTransfer and AdvertiseRESP are the addresses
 	// other nodes reach this one at. Default: the bound listen addresses,
@@ -167,6 +171,22 @@ func (c *Config) validateCluster(bad func(field, format string, args ...any)) {
 	if cc.TokenFile == "" && !c.allLoopback() {
 		bad("cluster.token_file", "required when a listener is not on loopback: nodes authenticate each other with this token")
 	}
+	// Without a token file the cluster token is derived from the cluster's
+	// name, which anyone can read in the banner or guess: it opens the
+	// internal API, whose reads and drops reach every tenant's blocks.
+	// With tenants' tokens on that would bypass them, so a real token is
+	// required; a random one per node would not do, as the nodes must
+	// share it.
+	if cc.TokenFile == "" && c.Auth.TokensFile != "" {
+		bad("cluster.token_file", "required when auth.tokens_file is set: without it the cluster token is derived from the cluster's name, and anyone who knows the name could read and delete every tenant's blocks through the internal API (--cluster-token-file, 16 to 256 bytes)")
+	}
+	if cc.EtcdEmbedded && cc.TokenFile == "" {
+		for _, l := range []struct{ field, addr string }{{"cluster.etcd_embedded_listen", cc.EtcdEmbeddedListen}, {"cluster.etcd_embedded_peer_listen", cc.EtcdEmbeddedPeerListen}} {
+			if !isLoopback(l.addr) {
+				bad(l.field, "%q is not on loopback: set cluster.token_file, whose token turns on the embedded etcd's authentication", l.addr)
+			}
+		}
+	}
 	for _, a := range []struct{ field, adv, listen string }{
 		{"cluster.advertise_http", cc.AdvertiseHTTP, c.HTTP.Listen},
 		{"cluster.advertise_transfer", cc.AdvertiseTransfer, c.Transfer.Listen},
@@ -225,7 +245,9 @@ func (c *Config) allLoopback() bool {
 	return true
 }
 
-// clusterToken reads the token file, or derives the loopback dev token.
+// clusterToken reads the token file, or derives the loopback dev token
+// (validateCluster allows it only with every listener on loopback and
+// tenants' authentication off).
 func (c *Config) clusterToken() (string, error) {
 	if c.Cluster.TokenFile == "" {
 		return "yuebing-dev-cluster/" + c.Cluster.Name, nil
@@ -258,10 +280,19 @@ func newCluster(cfg Config, store *tier.Hierarchy, n *Node) (*clusterParts, erro
 	}
 	parts := &clusterParts{}
 	endpoints := cc.EtcdEndpoints()
+	// With a real token the embedded etcd requires a root login whose
+	// password the token gives, and every node logs in so (an etcd
+	// without authentication lets the login pass). The dev token is
+	// public: a password from it would protect nothing.
+	var etcdUser, etcdPassword string
+	if cc.TokenFile != "" {
+		etcdUser, etcdPassword = "root", cluster.EtcdPassword(token)
+	}
 	if cc.EtcdEmbedded {
 		e, err := cluster.StartEmbedded(cluster.EmbedOptions{
 			Dir: filepath.Join(cfg.DataDir, "etcd"), Name: cc.NodeName,
 			ClientListen: cc.EtcdEmbeddedListen, PeerListen: cc.EtcdEmbeddedPeerListen,
+			RootPassword: etcdPassword,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("server: cluster.etcd_embedded: %w", err)
@@ -273,6 +304,7 @@ func newCluster(cfg Config, store *tier.Hierarchy, n *Node) (*clusterParts, erro
 	}
 	ropts := cluster.Options{
 		Cluster: cc.Name, NodeName: cc.NodeName, Endpoints: endpoints, Token: token,
+		EtcdUsername: etcdUser, EtcdPassword: etcdPassword,
 		TransferListen: cfg.Transfer.Listen, LeaseTTL: cc.LeaseTTL, ReportInterval: cc.ReportInterval,
 		Admit: cc.Admit, MaxFetchBytes: int64(cc.MaxFetchBytes), MaxPending: cc.MaxPending,
 		Budget: n.budget.User(budgetCluster), Logger: n.log,

@@ -1,13 +1,24 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/yuebing/yuebing/cluster"
+	"github.com/yuebing/yuebing/server/auth"
 )
 
 func TestClusterConfigValidate(t *testing.T) {
@@ -56,6 +67,24 @@ func TestClusterConfigValidate(t *testing.T) {
 		c.HTTP.Listen, c.Transfer.Listen, c.Insecure = "0.0.0.0:8080", "0.0.0.0:7070", true
 		c.Cluster.TokenFile, c.Cluster.AdvertiseHTTP, c.Cluster.AdvertiseTransfer = "/etc/t", "10.0.0.1:8080", "10.0.0.1:7070"
 	})
+	// The token derived from the cluster's name is public: with tenants'
+	// tokens on it would open their blocks through the internal API.
+	f("auth without a cluster token", func(c *Config) {
+		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
+		c.Auth.TokensFile = "/etc/yuebing/tokens.yaml"
+	}, "cluster.token_file", "auth.tokens_file")
+	f("auth with a cluster token", func(c *Config) {
+		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
+		c.Auth.TokensFile, c.Cluster.TokenFile = "/etc/yuebing/tokens.yaml", "/etc/t"
+	})
+	f("embedded etcd off loopback without a token", func(c *Config) {
+		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
+		c.Cluster.EtcdEmbeddedListen, c.Cluster.EtcdEmbeddedPeerListen = "0.0.0.0:2379", "10.0.0.1:2380"
+	}, "cluster.etcd_embedded_listen", "cluster.etcd_embedded_peer_listen")
+	f("embedded etcd off loopback with a token", func(c *Config) {
+		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
+		c.Cluster.EtcdEmbeddedListen, c.Cluster.TokenFile = "0.0.0.0:2379", "/etc/t"
+	})
 	f("bad knobs", func(c *Config) {
 		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
 		c.Cluster.Admit, c.Cluster.MaxReplicas, c.Cluster.LeaseTTL = "sometimes", 300, -1
@@ -103,5 +132,141 @@ func TestClusterEndpointsAlone(t *testing.T) {
 	h.ServeHTTP(w, r)
 	if w.Code != 400 || !strings.Contains(w.Body.String(), "needs a cluster") {
 		t.Fatalf("replicas 2 alone: %d %s", w.Code, w.Body)
+	}
+}
+
+// clusterTestNode is an API in a cluster: a real store, a cluster node on
+// an embedded etcd, served on a loopback listener with the internal API,
+// as serve mounts them. seen records the Authorization of every request.
+type clusterTestNode struct {
+	*testNode
+	node *cluster.Node
+	mu   sync.Mutex
+	seen []string
+}
+
+func (n *clusterTestNode) authorizations() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.seen)
+}
+
+func startClusterNode(t *testing.T, etcd, name string) *clusterTestNode {
+	t.Helper()
+	dir := t.TempDir()
+	store := newTestStore(t, dir, 16<<20)
+	toks, err := auth.Parse([]byte(testTokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn, err := cluster.New(cluster.Options{
+		Cluster: "test", NodeName: name, Endpoints: []string{etcd}, Token: "test-cluster-token-0001",
+		TransferListen: "127.0.0.1:0", LeaseTTL: 2 * time.Second, ReportInterval: 20 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+	}, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := NewAPI(APIOptions{Store: store, Tokens: toks, Cluster: cn, NodeName: name, ContextsFile: filepath.Join(dir, "contexts.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &clusterTestNode{node: cn}
+	h := withInternal(api.Handler(), cn)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.mu.Lock()
+		n.seen = append(n.seen, r.URL.Path+" "+r.Header.Get("Authorization"))
+		n.mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	n.testNode = &testNode{api: api, store: store, srv: srv, dir: dir}
+	t.Cleanup(func() {
+		cn.Close()
+		n.close()
+	})
+	if err := cn.Start(t.Context(), cluster.Addrs{HTTP: srv.Listener.Addr().String()}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// The console's cluster page reads every member's figures through one
+// node. That node must not pass the admin's token on: a member record
+// written into etcd by anyone (here, unsigned, as etcdctl would) would
+// name the address that receives it. Forged members are not asked at all,
+// and genuine ones are asked with the cluster token alone.
+func TestClusterNodesKeepTheClientsToken(t *testing.T) {
+	e, err := cluster.StartEmbedded(cluster.EmbedOptions{Dir: t.TempDir(), ClientListen: "127.0.0.1:0", PeerListen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	a := startClusterNode(t, e.Endpoint(), "a")
+	b := startClusterNode(t, e.Endpoint(), "b")
+
+	var (
+		mu   sync.Mutex
+		fake []string
+	)
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		fake = append(fake, r.URL.Path+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Write([]byte(`{}`))
+	}))
+	t.Cleanup(sink.Close)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	evil, _ := json.Marshal(cluster.Member{ID: 7, Name: "evil", Addrs: cluster.Addrs{HTTP: sink.Listener.Addr().String(), Transfer: sink.Listener.Addr().String()}})
+	if _, err := cli.Put(t.Context(), "/yuebing/test/members/7", string(evil)); err != nil {
+		t.Fatal(err)
+	}
+	// b is a member, and the forged record is loaded: taken as a member
+	// (the defect) or ignored.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ms := a.node.Members()
+		hasB := slices.ContainsFunc(ms, func(m cluster.Member) bool { return m.Name == "b" })
+		if hasB && (len(ms) == 3 || a.node.Counters().BadRecords > 0) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("members %+v, %d bad records", ms, a.node.Counters().BadRecords)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	r := do(t, a.testNode, "GET", "/v1/cluster/nodes", tokAdmin, nil, nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("GET /v1/cluster/nodes: %d %s", r.status, r.body)
+	}
+	var got struct {
+		Nodes []memberStats `json:"nodes"`
+	}
+	if err := json.Unmarshal(r.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range got.Nodes {
+		names = append(names, m.Name)
+		if m.Name == "b" && (m.Stats == nil || m.Stats.Node != "b" || m.Error != "") {
+			t.Errorf("b's figures: %+v, error %q", m.Stats, m.Error)
+		}
+	}
+	if !slices.Equal(names, []string{"a", "b"}) {
+		t.Errorf("nodes %q, want a and b", names)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(fake) > 0 {
+		t.Errorf("the forged member's address received %q", fake)
+	}
+	for _, s := range b.authorizations() {
+		if strings.Contains(s, tokAdmin) {
+			t.Errorf("b received the admin's token: %q", s)
+		}
 	}
 }

@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -31,6 +29,11 @@ func (a *API) startHistory() {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopBg = cancel
 	a.bg.Go(func() { a.history.Run(ctx) })
+	if a.opts.Cluster != nil {
+		// Other members read this node's figures for their console's
+		// cluster page, with the cluster token (clusterNodes).
+		a.opts.Cluster.SetStats(func() any { return a.stats() })
+	}
 }
 
 func (a *API) sample() console.Sample {
@@ -77,8 +80,10 @@ type memberStats struct {
 const memberStatsTimeout = 3 * time.Second
 
 // clusterNodes answers GET /v1/cluster/nodes: every member with its own
-// GET /v1/stats, read from the member with the caller's credentials, so a
-// member applies its own authentication as if the caller had asked it.
+// figures, read from the member over the cluster's internal API with the
+// cluster token. The caller's Authorization stays here: an admin's token
+// sent to whatever address a member record names would be the admin's
+// token handed to whoever wrote that record.
 func (a *API) clusterNodes(c *gin.Context) {
 	cn, err := a.clusterNode()
 	if err != nil {
@@ -98,53 +103,18 @@ func (a *API) clusterNodes(c *gin.Context) {
 			continue
 		}
 		wg.Go(func() {
-			st, err := a.memberStats(c.Request.Context(), m.Addrs.HTTP, c.GetHeader("Authorization"))
-			if err != nil {
+			ctx, cancel := context.WithTimeout(c.Request.Context(), memberStatsTimeout)
+			defer cancel()
+			var st statsResponse
+			if err := cn.MemberStats(ctx, m.ID, &st); err != nil {
 				out[i].Error = err.Error()
 				return
 			}
-			out[i].Stats = st
+			out[i].Stats = &st
 		})
 	}
 	wg.Wait()
 	c.JSON(http.StatusOK, gin.H{"nodes": out})
-}
-
-var memberClient = &http.Client{Timeout: memberStatsTimeout}
-
-func (a *API) memberStats(ctx context.Context, addr, authz string) (*statsResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, memberStatsTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/stats", nil)
-	if err != nil {
-		return nil, err
-	}
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
-	}
-	resp, err := memberClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("unreachable: %w", err)
-	}
-	defer resp.Body.Close()
-	// A stats answer is a few KiB; the bound keeps a confused peer from
-	// filling memory.
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var eb errorBody
-		if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
-			return nil, fmt.Errorf("%d %s: %s", resp.StatusCode, eb.Error.Code, eb.Error.Message)
-		}
-		return nil, fmt.Errorf("status %d", resp.StatusCode)
-	}
-	var st statsResponse
-	if err := json.Unmarshal(body, &st); err != nil {
-		return nil, fmt.Errorf("bad stats answer: %w", err)
-	}
-	return &st, nil
 }
 
 // hotBlock is a hot block with where its copies are.
