@@ -19,7 +19,12 @@ const (
 	HeaderPrefixTokens = "X-Yuebing-Prefix-Tokens"
 )
 
-func annotate(h http.Header, engine string, p *Plan) {
+// annotate sets the decision's headers, unless they are to be hidden
+// (Caller.HideHits).
+func annotate(h http.Header, engine string, p *Plan, hide bool) {
+	if hide {
+		return
+	}
 	h.Set(HeaderEngine, engine)
 	h.Set(HeaderPredictedTTFT, strconv.FormatFloat(p.Decision.Estimates.TTFT.Seconds(), 'g', 6, 64))
 	h.Set(HeaderPrefixTokens, strconv.Itoa(p.Decision.PrefixTokens))

@@ -139,7 +139,7 @@ func (r *Router) forward(ctx context.Context, kind Kind, body []byte, p *Plan, w
 			_ = r.d.PrefillDone(d.RequestID)
 		}
 		copyHeaders(w.Header(), resp.Header)
-		annotate(w.Header(), e.ID, p)
+		annotate(w.Header(), e.ID, p, callerFrom(ctx).HideHits)
 		w.WriteHeader(resp.StatusCode)
 		_, err = w.Write(data)
 		return true, err
@@ -163,7 +163,7 @@ func (r *Router) forward(ctx context.Context, kind Kind, body []byte, p *Plan, w
 		r.m.ttftRatio.Observe(ttft.Seconds() / pred.Seconds())
 	}
 	copyHeaders(w.Header(), resp.Header)
-	annotate(w.Header(), e.ID, p)
+	annotate(w.Header(), e.ID, p, callerFrom(ctx).HideHits)
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(resp.StatusCode)

@@ -45,3 +45,33 @@ func (r *Router) passHeaders(ctx context.Context, req *http.Request) {
 		req.Header.Set("Authorization", "Bearer "+r.opts.EngineAPIKey)
 	}
 }
+
+// Caller is who a request is placed for, as a front end that
+// authenticates clients knows it (WithCaller). The zero Caller is the
+// engines' own tenant: Options.Namespace, every detail answered.
+type Caller struct {
+	// Namespace keys the prompt, "tenant/model"; "" means
+	// Options.Namespace, under which the engines' KV events and the pool's
+	// blocks are keyed. A tenant's own namespace keeps its prompts apart
+	// from every other's: it matches only the router's own record of where
+	// that tenant's prompts went, never another tenant's.
+	Namespace string
+	// HideHits leaves out of the answer the headers that tell how the
+	// router placed the request (HeaderEngine, HeaderPredictedTTFT,
+	// HeaderPrefixTokens): how much of the prompt was counted as cached,
+	// which may be so because another tenant sent it (engines' events
+	// carry no tenant).
+	HideHits bool
+}
+
+type callerKey struct{}
+
+// WithCaller returns ctx carrying c, for Serve and Place.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+func callerFrom(ctx context.Context) Caller {
+	c, _ := ctx.Value(callerKey{}).(Caller)
+	return c
+}

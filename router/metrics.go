@@ -20,6 +20,7 @@ type metrics struct {
 	probeMisses *prometheus.CounterVec
 	specDropped prometheus.Counter
 	poolErrors  prometheus.Counter
+	prepWaiting prometheus.Gauge
 	r           *Router
 
 	// The request path's counters, resolved once: a label lookup costs
@@ -46,6 +47,9 @@ func newMetrics(r *Router) *metrics {
 		ttftRatio: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "yuebing_router_ttft_observed_over_predicted", Help: "Observed over predicted TTFT of streamed requests.",
 			Buckets: []float64{.25, .5, .8, .9, 1, 1.1, 1.25, 1.5, 2, 4, 8},
+		}),
+		prepWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "yuebing_router_prepare_waiting", Help: "Requests waiting for a turn to be read and tokenized (max concurrent prepares).",
 		}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "yuebing_router_retries_total", Help: "Requests retried on another engine after one failed.",
@@ -127,5 +131,5 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 func (r *Router) Collectors() []prometheus.Collector {
 	m := r.m
 	return []prometheus.Collector{m, m.decisions, m.hitTokens, m.predicted, m.observed, m.ttftRatio,
-		m.retries, m.failures, m.engineDown, m.probeMisses, m.specDropped, m.poolErrors}
+		m.retries, m.failures, m.engineDown, m.probeMisses, m.specDropped, m.poolErrors, m.prepWaiting}
 }

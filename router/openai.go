@@ -56,17 +56,34 @@ type chatRequest struct {
 	Stream              bool             `json:"stream"`
 }
 
+// PromptLimits bound a prompt.
+type PromptLimits struct {
+	// MaxTokens bounds its tokens.
+	MaxTokens int
+	// MaxTextBytes bounds its text, before it is tokenized.
+	MaxTextBytes int
+}
+
+// encode tokenizes text within l.
+func (l PromptLimits) encode(tok *Tokenizer, text string) ([]uint32, error) {
+	if len(text) > l.MaxTextBytes {
+		return nil, fmt.Errorf("%w: prompt of %d bytes of text, limit %d", ErrBadRequest, len(text), l.MaxTextBytes)
+	}
+	return tok.Encode(text), nil
+}
+
 // ParsePrompt reads an OpenAI request body. A completion prompt may be a
 // string, one token-id array, or a one-element array of either (the router
 // places one prompt per request); text is tokenized with tok. A chat's
 // messages are rendered to text as "<|role|>\ncontent\n" each, so
 // conversations that share turns share a token prefix.
-func ParsePrompt(kind Kind, body []byte, tok *Tokenizer, maxTokens int) (Prompt, error) {
+func ParsePrompt(kind Kind, body []byte, tok *Tokenizer, lim PromptLimits) (Prompt, error) {
 	var p Prompt
+	maxTokens := lim.MaxTokens
 	switch kind {
 	case Completions:
 		var err error
-		if p, err = parseCompletion(body, tok); err != nil {
+		if p, err = parseCompletion(body, tok, lim); err != nil {
 			return p, err
 		}
 	case ChatCompletions:
@@ -84,7 +101,9 @@ func ParsePrompt(kind Kind, body []byte, tok *Tokenizer, maxTokens int) (Prompt,
 		if err != nil {
 			return p, fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
-		p.Tokens = tok.Encode(text)
+		if p.Tokens, err = lim.encode(tok, text); err != nil {
+			return p, err
+		}
 	default:
 		panic("BUG: router: unknown request kind")
 	}
@@ -98,7 +117,7 @@ func ParsePrompt(kind Kind, body []byte, tok *Tokenizer, maxTokens int) (Prompt,
 }
 
 // parseCompletion reads POST /v1/completions.
-func parseCompletion(body []byte, tok *Tokenizer) (Prompt, error) {
+func parseCompletion(body []byte, tok *Tokenizer, lim PromptLimits) (Prompt, error) {
 	var r completionRequest
 	if err := unmarshal(body, &r); err != nil {
 		return Prompt{}, err
@@ -107,7 +126,7 @@ func parseCompletion(body []byte, tok *Tokenizer) (Prompt, error) {
 	if err != nil {
 		return Prompt{}, err
 	}
-	ts, err := completionPrompt(r.Prompt, tok)
+	ts, err := completionPrompt(r.Prompt, tok, lim)
 	if err != nil {
 		return Prompt{}, err
 	}
@@ -162,7 +181,7 @@ func maxOut(a, b *int) (int, error) {
 	return 0, nil
 }
 
-func completionPrompt(raw json.RawMessage, tok *Tokenizer) ([]uint32, error) {
+func completionPrompt(raw json.RawMessage, tok *Tokenizer, lim PromptLimits) ([]uint32, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, fmt.Errorf("%w: prompt: required", ErrBadRequest)
@@ -172,7 +191,7 @@ func completionPrompt(raw json.RawMessage, tok *Tokenizer) ([]uint32, error) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fmt.Errorf("%w: prompt: %w", ErrBadRequest, err)
 		}
-		return tok.Encode(s), nil
+		return lim.encode(tok, s)
 	}
 	if ids, ok := tokenArray(raw); ok {
 		return ids, nil
@@ -189,7 +208,7 @@ func completionPrompt(raw json.RawMessage, tok *Tokenizer) ([]uint32, error) {
 		if len(list) != 1 {
 			return nil, fmt.Errorf("%w: prompt: %d prompts; the router places one prompt per request", ErrBadRequest, len(list))
 		}
-		return completionPrompt(first, tok)
+		return completionPrompt(first, tok, lim)
 	}
 	ids := make([]uint32, len(list))
 	for i, r := range list {

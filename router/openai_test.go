@@ -19,7 +19,7 @@ func TestParsePrompt(t *testing.T) {
 	}
 	f := func(kind Kind, body string, want Prompt) {
 		t.Helper()
-		got, err := ParsePrompt(kind, []byte(body), tok, 1000)
+		got, err := ParsePrompt(kind, []byte(body), tok, PromptLimits{MaxTokens: 1000, MaxTextBytes: 64})
 		if err != nil {
 			t.Fatalf("%s: %v", body, err)
 		}
@@ -38,7 +38,7 @@ func TestParsePrompt(t *testing.T) {
 
 	bad := func(kind Kind, body string) {
 		t.Helper()
-		if _, err := ParsePrompt(kind, []byte(body), tok, 4); !errors.Is(err, ErrBadRequest) {
+		if _, err := ParsePrompt(kind, []byte(body), tok, PromptLimits{MaxTokens: 4, MaxTextBytes: 64}); !errors.Is(err, ErrBadRequest) {
 			t.Fatalf("%s: got %v, want ErrBadRequest", body, err)
 		}
 	}
@@ -55,6 +55,11 @@ func TestParsePrompt(t *testing.T) {
 	bad(ChatCompletions, `{"model":"m","messages":[]}`)
 	bad(ChatCompletions, `{"model":"m","messages":[{"role":"","content":"x"}]}`)
 	bad(ChatCompletions, `{"model":"m","messages":[{"role":"user","content":7}]}`)
+	// Text past MaxTextBytes is refused before it is tokenized, one word
+	// or many, however few tokens it would be.
+	bad(Completions, `{"model":"m","prompt":"`+strings.Repeat("a", 65)+`"}`)
+	bad(Completions, `{"model":"m","prompt":["`+strings.Repeat("a", 65)+`"]}`)
+	bad(ChatCompletions, `{"model":"m","messages":[{"role":"user","content":"`+strings.Repeat("a", 60)+`"}]}`)
 }
 
 func FuzzParsePrompt(f *testing.F) {
@@ -70,7 +75,7 @@ func FuzzParsePrompt(f *testing.F) {
 		if kind%2 == 0 {
 			k = ChatCompletions
 		}
-		p, err := ParsePrompt(k, body, tok, 4096)
+		p, err := ParsePrompt(k, body, tok, PromptLimits{MaxTokens: 4096, MaxTextBytes: 1 << 16})
 		if n := decoderPanics.Load(); n > 0 {
 			t.Fatalf("the JSON decoder panicked on %q", body)
 		}

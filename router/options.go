@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime"
 	"time"
 
 	"github.com/yuebing/yuebing/block"
@@ -99,6 +100,16 @@ type Options struct {
 	MaxResponseBytes int64
 	// MaxPromptTokens bounds a prompt. Default: 1<<20.
 	MaxPromptTokens int
+	// MaxPromptBytes bounds a text prompt (a completion's string, a chat's
+	// rendered messages), checked before it is tokenized: BPE costs about
+	// a CPU-second per MiB of one endless word. Default: 1 MiB (about
+	// 170,000 tokens of English).
+	MaxPromptBytes int
+	// MaxConcurrentPrepares bounds the requests read and tokenized at once
+	// by Serve and Place; others wait their turn, or until their context
+	// ends. Default: GOMAXPROCS, which keeps a flood of long prompts from
+	// taking more than the CPUs' worth from everything else.
+	MaxConcurrentPrepares int
 	// Client calls engines and the pool. Default: a client without an
 	// overall timeout (generations stream for minutes) and 5 s to connect.
 	Client *http.Client
@@ -140,6 +151,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MaxPromptTokens == 0 {
 		o.MaxPromptTokens = 1 << 20
+	}
+	if o.MaxPromptBytes == 0 {
+		o.MaxPromptBytes = 1 << 20
+	}
+	if o.MaxConcurrentPrepares == 0 {
+		o.MaxConcurrentPrepares = runtime.GOMAXPROCS(0)
 	}
 	for i := range o.Engines {
 		if o.Engines[i].Role == "" {
@@ -215,8 +232,11 @@ func (o *Options) Validate() error {
 	if o.ProbeFailures < 1 {
 		bad("probe failures must be at least 1")
 	}
-	if o.MaxSpeculative < 0 || o.MaxBodyBytes < 1024 || o.MaxResponseBytes < 1024 || o.MaxPromptTokens < 1 {
-		bad("max speculative must be >= 0, max body and response >= 1 KiB, max prompt tokens >= 1")
+	if o.MaxSpeculative < 0 || o.MaxBodyBytes < 1024 || o.MaxResponseBytes < 1024 || o.MaxPromptTokens < 1 || o.MaxPromptBytes < 1 {
+		bad("max speculative must be >= 0, max body and response >= 1 KiB, max prompt tokens and bytes >= 1")
+	}
+	if o.MaxConcurrentPrepares < 1 {
+		bad("max concurrent prepares %d, want 1 or more", o.MaxConcurrentPrepares)
 	}
 	if err := o.Scheduler.Validate(); err != nil {
 		errs = append(errs, err)

@@ -46,6 +46,10 @@ type Router struct {
 	// probes runs one probe per engine at a time, keyed by engine id: the
 	// ticker's and those failed requests trigger share it.
 	probes singleflight.Group
+
+	// prep holds a token per request being read and tokenized by Place
+	// (MaxConcurrentPrepares).
+	prep chan struct{}
 }
 
 // New validates opts and returns a Router with every engine registered.
@@ -63,6 +67,7 @@ func New(opts Options) (*Router, error) {
 		tok:     tok,
 		log:     opts.Logger,
 		engines: make(map[string]*engine, len(opts.Engines)),
+		prep:    make(chan struct{}, opts.MaxConcurrentPrepares),
 	}
 	r.m = newMetrics(r)
 	r.pool = newPoolIndex(opts.Pool, opts.PoolToken, opts.PoolTimeout, opts.Client)
@@ -163,11 +168,22 @@ type Prepared struct {
 	Keys   []block.Key
 }
 
-// Place parses an OpenAI request body and places it: Prepare, then
-// Decide. A rejection is an *Overloaded error; the caller must call Done
-// with the plan of an accepted request.
+// Place parses an OpenAI request body and places it for the caller ctx
+// carries (WithCaller): Prepare, then Decide. At most
+// MaxConcurrentPrepares requests are prepared at once; the others wait for
+// a turn or for ctx to end. A rejection is an *Overloaded error; the
+// caller must call Done with the plan of an accepted request.
 func (r *Router) Place(ctx context.Context, kind Kind, body []byte) (*Plan, error) {
-	p, err := r.Prepare(kind, body)
+	r.m.prepWaiting.Inc()
+	select {
+	case r.prep <- struct{}{}:
+		r.m.prepWaiting.Dec()
+	case <-ctx.Done():
+		r.m.prepWaiting.Dec()
+		return nil, ctx.Err()
+	}
+	p, err := r.prepare(callerFrom(ctx).Namespace, kind, body)
+	<-r.prep
 	if err != nil {
 		return nil, err
 	}
@@ -175,9 +191,18 @@ func (r *Router) Place(ctx context.Context, kind Kind, body []byte) (*Plan, erro
 }
 
 // Prepare parses an OpenAI request body for the router's model and chains
-// its prompt's keys.
+// its prompt's keys under Options.Namespace. Its caller bounds how many
+// run at once (Place does).
 func (r *Router) Prepare(kind Kind, body []byte) (Prepared, error) {
-	p, err := ParsePrompt(kind, body, r.tok, r.opts.MaxPromptTokens)
+	return r.prepare("", kind, body)
+}
+
+// prepare is Prepare under namespace ns, "" meaning Options.Namespace.
+func (r *Router) prepare(ns string, kind Kind, body []byte) (Prepared, error) {
+	if ns == "" {
+		ns = r.opts.Namespace
+	}
+	p, err := ParsePrompt(kind, body, r.tok, PromptLimits{MaxTokens: r.opts.MaxPromptTokens, MaxTextBytes: r.opts.MaxPromptBytes})
 	if err != nil {
 		return Prepared{}, err
 	}
@@ -185,15 +210,12 @@ func (r *Router) Prepare(kind Kind, body []byte) (Prepared, error) {
 	if p.Model != r.opts.Model && p.Model != "" {
 		return Prepared{}, fmt.Errorf("%w: %q; this router serves %q", ErrModelNotFound, p.Model, r.opts.Model)
 	}
-	return r.prepared(p), nil
-}
-
-func (r *Router) prepared(p Prompt) Prepared {
-	keys, err := block.ChainKeys(r.opts.Namespace, r.opts.BlockSize, p.Tokens)
+	// The block size is validated; the namespace may be a caller's.
+	keys, err := block.ChainKeys(ns, r.opts.BlockSize, p.Tokens)
 	if err != nil {
-		panic("BUG: router: validated namespace and block size: " + err.Error())
+		return Prepared{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	return Prepared{Prompt: p, Keys: keys}
+	return Prepared{Prompt: p, Keys: keys}, nil
 }
 
 // Decide places a prepared request: pool hits from the cluster index,

@@ -17,6 +17,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/index"
 	"github.com/yuebing/yuebing/kvevents"
@@ -576,4 +579,77 @@ func TestRouterConcurrentState(t *testing.T) {
 	if got := r.specCount.Load(); got != specs {
 		t.Fatalf("speculative count %d, tables hold %d", got, specs)
 	}
+}
+
+// TestRouterCallers: a caller's namespace keys its prompts apart from
+// every other caller's, and HideHits leaves the decision's headers out.
+func TestRouterCallers(t *testing.T) {
+	a := newSimEngine(t)
+	r := startRouter(t, Options{Engines: []Engine{{ID: "a", URL: a.srv.URL}}})
+	b := body(t, prompt(70, 4), false)
+	f := func(c Caller, want string) {
+		t.Helper()
+		w := httptest.NewRecorder()
+		if err := r.Serve(WithCaller(t.Context(), c), Completions, b, w); err != nil || w.Code != http.StatusOK {
+			t.Fatalf("%+v: %v %d", c, err, w.Code)
+		}
+		if got := w.Header().Get(HeaderPrefixTokens); got != want {
+			t.Fatalf("%+v: prefix tokens %q, want %q", c, got, want)
+		}
+		if hidden := w.Header().Get(HeaderEngine) == "" && w.Header().Get(HeaderPredictedTTFT) == ""; hidden != c.HideHits {
+			t.Fatalf("%+v: headers %v", c, w.Header())
+		}
+	}
+	beta, gamma := Caller{Namespace: "beta/m"}, Caller{Namespace: "gamma/m"}
+	f(beta, "0")
+	f(beta, "64") // its own prompt, placed a moment ago
+	f(gamma, "0") // the same prompt, another tenant's: no hit of beta's
+	f(Caller{}, "0")
+	f(Caller{HideHits: true}, "")
+	if _, err := r.Place(WithCaller(t.Context(), Caller{Namespace: "no-slash"}), Completions, b); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("an invalid namespace: %v", err)
+	}
+}
+
+// TestRouterPrepareTurns: past MaxConcurrentPrepares, requests wait for a
+// turn to be tokenized, and leave when their context ends.
+func TestRouterPrepareTurns(t *testing.T) {
+	a := newSimEngine(t)
+	r := startRouter(t, Options{Engines: []Engine{{ID: "a", URL: a.srv.URL}}, MaxConcurrentPrepares: 1})
+	r.prep <- struct{}{} // the one turn, taken
+	ctx, cancel := context.WithCancel(t.Context())
+	errs := make(chan error, 3)
+	for i := range 3 {
+		c := t.Context()
+		if i == 0 {
+			c = ctx
+		}
+		go func() {
+			_, err := r.Place(c, Completions, body(t, prompt(80+i, 2), false))
+			errs <- err
+		}()
+	}
+	kveventstest.WaitFor(t, "three requests waiting", func() bool { return gauge(t, r.m.prepWaiting) == 3 })
+	cancel()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the canceled request: %v", err)
+	}
+	<-r.prep
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := gauge(t, r.m.prepWaiting); n != 0 {
+		t.Fatalf("%v waiting at the end", n)
+	}
+}
+
+func gauge(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
 }
