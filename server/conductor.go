@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -16,23 +17,41 @@ import (
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/internal/httperr"
 	"github.com/yuebing/yuebing/scheduler"
+	"github.com/yuebing/yuebing/server/auth"
 )
 
 // ConductorAPI is the conductor's HTTP face over a scheduler.Driver. Register mounts it on
 // any gin router, so the main server can embed it; Serve runs it alone.
 type ConductorAPI struct {
 	d      *scheduler.Driver
+	reg    registry
+	tokens *auth.Tokens // Handler's; nil: no authentication
 	limits scheduler.Limits
 	byID   func(id string) (scheduler.InstanceStatus, error)
 }
 
+// registry registers instances: the driver itself, or a router in front of
+// it (router.Router's Register and Deregister), which keeps its engines'
+// health with their registration in one state.
+type registry interface {
+	Register(scheduler.Instance) error
+	Deregister(id string) error
+}
+
+// driverRegistry registers with the driver directly.
+type driverRegistry struct{ d *scheduler.Driver }
+
+func (r driverRegistry) Register(in scheduler.Instance) error { return r.d.AddInstance(in) }
+func (r driverRegistry) Deregister(id string) error           { return r.d.RemoveInstance(id) }
+
 // NewConductorAPI returns the API for d. Zero limits get their defaults.
+// A driver a router schedules with takes NewRouterConductorAPI.
 func NewConductorAPI(d *scheduler.Driver, l scheduler.Limits) (*ConductorAPI, error) {
 	l.EnsureDefaults()
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	return &ConductorAPI{d: d, limits: l, byID: d.Instance}, nil
+	return &ConductorAPI{d: d, reg: driverRegistry{d}, limits: l, byID: d.Instance}, nil
 }
 
 // Register mounts the conductor endpoints under /v1/conductor on r.
@@ -56,7 +75,7 @@ func (s *ConductorAPI) Handler() http.Handler {
 	r := gin.New()
 	r.Use(gin.Recovery())
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	s.Register(r.Group("/v1"))
+	s.Register(r.Group("/v1", authenticator(s.tokens), conductorAdminOnly))
 	r.NoRoute(func(c *gin.Context) {
 		conductorError(c, http.StatusNotFound, "not_found", "no such endpoint: "+c.Request.Method+" "+c.Request.URL.Path)
 	})
@@ -103,8 +122,17 @@ type ConductorOptions struct {
 	Banner io.Writer
 	// FieldName names a ConductorConfig field (its YAML name) in errors:
 	// the command line passes its flag's name. Default "conductor." + the
-	// YAML name.
+	// YAML name; "auth.tokens_file" and "insecure" as they are.
 	FieldName func(yamlName string) string
+	// TokensFile authenticates callers as a node's auth.tokens_file does
+	// (server/auth): with it, every /v1/conductor endpoint takes an admin
+	// token, as a node's embedded conductor does. Default "": no
+	// authentication, which a Listen address off loopback refuses unless
+	// Insecure.
+	TokensFile string
+	// Insecure allows a Listen address off loopback without TokensFile:
+	// anyone who reaches it may place, register and remove instances.
+	Insecure bool
 }
 
 // RunConductor runs the conductor alone: the driver and its HTTP API on
@@ -130,6 +158,10 @@ func RunConductor(ctx context.Context, o ConductorOptions) error {
 	if err := o.Limits.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 	}
+	tokens, err := standaloneTokens(o.Listen, o.TokensFile, o.Insecure, o.FieldName)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -141,6 +173,7 @@ func RunConductor(ctx context.Context, o ConductorOptions) error {
 	if err != nil {
 		return err
 	}
+	svc.tokens = tokens
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.Listen)
 	if err != nil {
 		return fmt.Errorf("server: conductor: listen %s: %w", o.Listen, err)
@@ -151,6 +184,68 @@ func RunConductor(ctx context.Context, o ConductorOptions) error {
 	}
 	fmt.Fprintf(w, "conductor listening on http://%s\n", ln.Addr())
 	return svc.Serve(ctx, ln)
+}
+
+// standaloneTokens loads the tokens of a conductor or router run alone,
+// and refuses a listener off loopback without them unless insecure, as a
+// node's configuration does (Config.Validate). name names a field by its
+// YAML name, nil naming it as is.
+func standaloneTokens(listen, file string, insecure bool, name func(string) string) (*auth.Tokens, error) {
+	if name == nil {
+		name = func(f string) string { return f }
+	}
+	if file != "" {
+		t, err := auth.Load(file)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, name("auth.tokens_file"), err)
+		}
+		return t, nil
+	}
+	if !insecure && !isLoopback(listen) {
+		return nil, fmt.Errorf("%w: %q is not a loopback address and authentication is off: set %s or %s",
+			ErrInvalidConfig, listen, name("auth.tokens_file"), name("insecure"))
+	}
+	return nil, nil
+}
+
+// authenticator resolves a bearer token to a principal for the handlers
+// after it, as the node's API does; without tokens every caller is
+// auth.Open and the Authorization header is not read (the standalone
+// router passes it on to engines).
+func authenticator(tokens *auth.Tokens) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if !tokens.Enabled() {
+			c.Set(principalKey, auth.Open)
+			c.Next()
+			return
+		}
+		token := ""
+		if h := c.GetHeader("Authorization"); h != "" {
+			scheme, rest, ok := strings.Cut(h, " ")
+			if !ok || !strings.EqualFold(scheme, "Bearer") {
+				conductorFail(c, fmt.Errorf("%w: the Authorization header must be \"Bearer TOKEN\"", auth.ErrUnauthenticated))
+				return
+			}
+			token = strings.TrimSpace(rest)
+		}
+		p, err := tokens.Authenticate(token)
+		if err != nil {
+			conductorFail(c, err)
+			return
+		}
+		c.Set(principalKey, p)
+		c.Next()
+	}
+}
+
+// conductorAdminOnly lets admins through (every caller, without tokens):
+// placement and registration are infrastructure's.
+func conductorAdminOnly(c *gin.Context) {
+	if err := requireAdmin(principal(c)); err != nil {
+		conductorFail(c, err)
+		return
+	}
+	c.Next()
 }
 
 // conductorFail answers err from the server's one error table.
@@ -175,13 +270,19 @@ func (s *ConductorAPI) addInstance(c *gin.Context) {
 	}
 	in, err := scheduler.DecodeInstance(b)
 	if err == nil {
-		err = s.d.AddInstance(in)
+		err = s.reg.Register(in)
 	}
 	if err != nil {
 		conductorFail(c, err)
 		return
 	}
 	st, err := s.byID(in.ID)
+	if errors.Is(err, scheduler.ErrUnknownInstance) {
+		// A router's engine registered while its probes fail: it joins
+		// the scheduler when one answers.
+		c.JSON(http.StatusAccepted, gin.H{"id": in.ID, "status": "registered; scheduled once a probe of it answers"})
+		return
+	}
 	if err != nil {
 		conductorFail(c, err)
 		return
@@ -208,7 +309,7 @@ func (s *ConductorAPI) getInstance(c *gin.Context) {
 }
 
 func (s *ConductorAPI) removeInstance(c *gin.Context) {
-	if err := s.d.RemoveInstance(c.Param("id")); err != nil {
+	if err := s.reg.Deregister(c.Param("id")); err != nil {
 		conductorFail(c, err)
 		return
 	}

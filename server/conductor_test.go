@@ -318,3 +318,30 @@ func TestConductorServeShutdown(t *testing.T) {
 		t.Fatal("server still answers after shutdown")
 	}
 }
+
+// TestConductorAuth: run alone with tokens, every conductor endpoint takes
+// an admin token, as a node's embedded conductor does.
+func TestConductorAuth(t *testing.T) {
+	d, err := scheduler.NewDriver(scheduler.DriverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := NewConductorAPI(d, scheduler.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.tokens, _ = routerTokens(t)
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{{"", 401}, {testTenantToken, 403}, {testAdminToken, 201}} {
+		if st, b := call(t, "POST", srv.URL+"/v1/conductor/instances", tc.token, `{"id":"p0","role":"prefill"}`); st != tc.want {
+			t.Errorf("token %q: %d %s, want %d", tc.token, st, b, tc.want)
+		}
+	}
+	if st, _ := call(t, "GET", srv.URL+"/healthz", "", ""); st != 200 {
+		t.Errorf("/healthz: %d", st)
+	}
+}

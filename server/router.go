@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -18,8 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/router"
 	"github.com/yuebing/yuebing/scheduler"
+	"github.com/yuebing/yuebing/server/auth"
 )
 
 // RouterConfig configures the conductor as an OpenAI-compatible router in
@@ -50,6 +53,11 @@ type RouterConfig struct {
 	ProbeInterval  time.Duration `yaml:"probe_interval"`
 	ProbeFailures  int           `yaml:"probe_failures"`
 	RetryAfter     time.Duration `yaml:"retry_after"`
+	// MaxPromptBytes bounds a text prompt before it is tokenized, and
+	// MaxConcurrentPrepares the requests tokenized at once; see
+	// router.Options. Defaults: 1 MiB, GOMAXPROCS.
+	MaxPromptBytes        int `yaml:"max_prompt_bytes"`
+	MaxConcurrentPrepares int `yaml:"max_concurrent_prepares"`
 }
 
 // Enabled reports whether the configuration asks for a router.
@@ -61,8 +69,22 @@ func (c RouterConfig) options(cc ConductorConfig) router.Options {
 		Model: c.Model, Namespace: c.Namespace, BlockSize: c.BlockSize, Encoding: c.Encoding,
 		Engines: c.Engines, Pool: c.Pool, PoolToken: c.PoolToken, EngineAPIKey: c.EngineAPIKey,
 		SpeculativeTTL: c.SpeculativeTTL, ProbeInterval: c.ProbeInterval, ProbeFailures: c.ProbeFailures, RetryAfter: c.RetryAfter,
+		MaxPromptBytes: c.MaxPromptBytes, MaxConcurrentPrepares: c.MaxConcurrentPrepares,
 		Scheduler: cc.Options,
 	}
+}
+
+// NewRouterConductorAPI returns the conductor API over r's scheduler, whose
+// registrations go through r: POST /v1/conductor/instances registers one
+// of r's engines again and DELETE takes it out (router.Router.Register and
+// Deregister), in one state with what r's probes find.
+func NewRouterConductorAPI(r *router.Router, l scheduler.Limits) (*ConductorAPI, error) {
+	s, err := NewConductorAPI(r.Driver(), l)
+	if err != nil {
+		return nil, err
+	}
+	s.reg = r
+	return s, nil
 }
 
 // RouterAPI is the OpenAI face of a router.Router.
@@ -94,9 +116,31 @@ func (s *RouterAPI) serve(c *gin.Context, kind router.Kind) {
 		return
 	}
 	ctx := router.WithClientHeaders(c.Request.Context(), c.Request.Header, s.passAuth)
+	ctx = router.WithCaller(ctx, s.caller(principal(c)))
 	if err := s.r.Serve(ctx, kind, body, c.Writer); err != nil {
 		routerFail(c, err)
 	}
+}
+
+// caller keys a tenant's prompts under its own namespace, so no tenant
+// learns from the router whether another sent a prompt. Admins (every
+// caller, without authentication) are the engines' operators: their
+// prompts are keyed under the router's namespace, the engines' own, where
+// the engines' KV events and the pool's blocks are, and they see every
+// detail. The tenant that namespace names shares it, its requests matching
+// what the engines report, but the engines' events carry no tenant: what
+// they report cached may be another tenant's prompt, so the decision's
+// headers are not answered to it (docs/conductor.md).
+func (s *RouterAPI) caller(p auth.Principal) router.Caller {
+	ns := s.r.Options().Namespace
+	switch {
+	case p.IsAdmin():
+		return router.Caller{}
+	case p.Tenant == block.Tenant(ns):
+		return router.Caller{HideHits: true}
+	}
+	_, model, _ := strings.Cut(ns, "/")
+	return router.Caller{Namespace: p.Tenant + "/" + model}
 }
 
 // routerFail answers err from the server's one error table; an early
@@ -127,8 +171,12 @@ type RouterOptions struct {
 	// Banner receives one line naming the bound address. Default os.Stderr.
 	Banner io.Writer
 	// FieldName names a ConductorConfig field in errors; see
-	// ConductorOptions.
+	// ConductorOptions. It also names "auth.tokens_file" and "insecure".
 	FieldName func(yamlName string) string
+	// TokensFile and Insecure guard the HTTP surface as a node's
+	// auth.tokens_file and insecure do: see ConductorOptions.
+	TokensFile string
+	Insecure   bool
 }
 
 // RunRouter runs the router alone until ctx ends: the OpenAI endpoints,
@@ -149,6 +197,10 @@ func RunRouter(ctx context.Context, o RouterOptions) error {
 		}
 		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, msg))
 	})
+	tokens, err := standaloneTokens(o.Listen, o.TokensFile, o.Insecure, o.FieldName)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -156,7 +208,7 @@ func RunRouter(ctx context.Context, o RouterOptions) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	h, err := routerHandler(r)
+	h, err := routerHandler(r, tokens)
 	if err != nil {
 		return err
 	}
@@ -190,15 +242,19 @@ func RunRouter(ctx context.Context, o RouterOptions) error {
 	return g.Wait()
 }
 
-// routerHandler is the standalone router's HTTP surface.
-func routerHandler(r *router.Router) (http.Handler, error) {
+// routerHandler is the standalone router's HTTP surface. With tokens, the
+// OpenAI endpoints take any known token and /v1/conductor an admin's, as on
+// a node; without, every caller is auth.Open and the client's
+// Authorization goes on to the engines (an engine's own --api-key then
+// guards them).
+func routerHandler(r *router.Router, tokens *auth.Tokens) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	for _, c := range append(r.Collectors(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
-	status, err := NewConductorAPI(r.Driver(), scheduler.Limits{})
+	status, err := NewRouterConductorAPI(r, scheduler.Limits{})
 	if err != nil {
 		return nil, err
 	}
@@ -209,11 +265,13 @@ func routerHandler(r *router.Router) (http.Handler, error) {
 	g.GET("/health", health) // vLLM's name, which engines' probes and clients wait on
 	mh := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	g.GET("/metrics", func(c *gin.Context) { mh.ServeHTTP(c.Writer, c.Request) })
-	v1 := g.Group("/v1")
+	v1 := g.Group("/v1", authenticator(tokens))
 	ra := NewRouterAPI(r)
-	ra.passAuth = true // no tokens of its own: the client's are the engines'
+	// No tokens of its own: the client's are the engines'. With tokens,
+	// they never reach an engine.
+	ra.passAuth = !tokens.Enabled()
 	ra.Register(v1)
-	status.Register(v1)
+	status.Register(v1.Group("", conductorAdminOnly))
 	g.NoRoute(func(c *gin.Context) {
 		conductorError(c, http.StatusNotFound, "not_found", "no such endpoint: "+c.Request.Method+" "+c.Request.URL.Path)
 	})

@@ -34,7 +34,7 @@ func BenchmarkRouterOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	go r.Run(b.Context())
-	h, err := routerHandler(r)
+	h, err := routerHandler(r, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
