@@ -11,7 +11,8 @@ import (
 )
 
 func newConductorCmd() *cobra.Command {
-	var listen string
+	var listen, tokensFile string
+	var insecure bool
 	cfg := server.DefaultConductorConfig()
 	var lim scheduler.Limits
 	lim.EnsureDefaults()
@@ -23,7 +24,10 @@ func newConductorCmd() *cobra.Command {
 instance with the shortest estimated TTFT given where its prefix is cached
 (Mooncake's Algorithm 1), picks a decode instance within the TBT SLO, and
 rejects with 429 what cannot be served in time. Instances register, report
-their load and the blocks they hold; see docs/conductor.md.`,
+their load and the blocks they hold; see docs/conductor.md.
+
+A listen address off loopback needs --auth-tokens-file (the /v1/conductor
+endpoints then take an admin token, the OpenAI ones any token) or --insecure.`,
 		Example: `  yuebing conductor --listen 127.0.0.1:8090 --rejection predicted
   yuebing conductor --listen 127.0.0.1:8000 --model llama --namespace acme/llama \
     --engine id=e0,url=http://10.0.0.5:8000,events=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558`,
@@ -36,6 +40,7 @@ their load and the blocks they hold; see docs/conductor.md.`,
 				rc.BlockSize = cfg.BlockSize
 				err := server.RunRouter(cmd.Context(), server.RouterOptions{
 					Listen: listen, Router: rc, Conductor: cfg,
+					TokensFile: tokensFile, Insecure: insecure,
 					Banner:    cmd.ErrOrStderr(),
 					FieldName: func(f string) string { return "--" + conductorFlags[f] },
 				})
@@ -46,6 +51,7 @@ their load and the blocks they hold; see docs/conductor.md.`,
 			}
 			err := server.RunConductor(cmd.Context(), server.ConductorOptions{
 				Listen: listen, Config: cfg,
+				TokensFile: tokensFile, Insecure: insecure,
 				Limits:    lim,
 				Banner:    cmd.ErrOrStderr(),
 				FieldName: func(f string) string { return "--" + conductorFlags[f] },
@@ -58,6 +64,8 @@ their load and the blocks they hold; see docs/conductor.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:8090", "HTTP listen address")
+	f.StringVar(&tokensFile, "auth-tokens-file", "", "YAML file of bearer tokens (token: {tenant: NAME, role: admin|tenant}): /v1/conductor takes an admin's, the OpenAI endpoints any")
+	f.BoolVar(&insecure, "insecure", false, "allow a non-loopback listener without authentication")
 	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "prefill placement: conductor or cache-global (Algorithm 1), least_loaded or load, round_robin or round-robin, cache-local, random")
 	f.StringVar(&cfg.Rejection, "rejection", cfg.Rejection, "overload policy: none, early or predicted")
 	f.IntVar(&cfg.BlockSize, "block-size", cfg.BlockSize, "tokens per block key")
@@ -82,6 +90,8 @@ their load and the blocks they hold; see docs/conductor.md.`,
 	f.DurationVar(&rc.ProbeInterval, "probe-interval", time.Second, "how often engines' /metrics are read")
 	f.IntVar(&rc.ProbeFailures, "probe-failures", 3, "unanswered /metrics probes in a row that take an engine out (a refused connection does at once)")
 	f.DurationVar(&rc.RetryAfter, "retry-after", time.Second, "Retry-After of a 429 from early rejection")
+	f.IntVar(&rc.MaxPromptBytes, "max-prompt-bytes", 1<<20, "longest text prompt (a completion's string, a chat's messages) tokenized; longer ones get 400")
+	f.IntVar(&rc.MaxConcurrentPrepares, "max-concurrent-prepares", 0, "requests read and tokenized at once, the rest waiting their turn (0: GOMAXPROCS)")
 	return cmd
 }
 
@@ -91,4 +101,5 @@ var conductorFlags = map[string]string{
 	"balancing_threshold": "threshold", "bandwidth_gbps": "bandwidth",
 	"kv_bytes_per_token": "kv-bytes-per-token", "ttft_slo": "ttft-slo", "tbt_slo": "tbt-slo",
 	"decode_time": "td", "prefill_profile": "prefill-profile", "decode_profile": "decode-profile",
+	"auth.tokens_file": "auth-tokens-file", "insecure": "insecure",
 }

@@ -93,6 +93,10 @@ func TestConductorAndSchedUsage(t *testing.T) {
 		{[]string{"conductor", "--block-size", "3"}, "--block-size"},
 		{[]string{"conductor", "--threshold", "0.5"}, "--threshold"},
 		{[]string{"conductor", "--prefill-profile", bad}, "--prefill-profile"},
+		// Off loopback without tokens: the conductor, and the router.
+		{[]string{"conductor", "--listen", "0.0.0.0:0"}, "--insecure"},
+		{[]string{"conductor", "--listen", "0.0.0.0:0", "--model", "m", "--namespace", "acme/m", "--engine", "id=e0,url=http://127.0.0.1:1"}, "--auth-tokens-file"},
+		{[]string{"conductor", "--auth-tokens-file", filepath.Join(t.TempDir(), "missing.yaml")}, "--auth-tokens-file"},
 		{[]string{"bench", "sched"}, "--trace"},
 		{[]string{"bench", "sched", "--trace", "x", "--prefill", "0"}, "--prefill"},
 		{[]string{"bench", "sched", "--trace", "x", "--cache", "100"}, "--cache"},
