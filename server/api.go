@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -144,6 +146,9 @@ func NewAPI(opts APIOptions) (*API, error) {
 	}
 	a.contexts = cs
 	m, err := newMetrics(opts.Registry, a)
+	if err == nil {
+		err = registerAuthMetrics(opts.Registry, opts.Tokens)
+	}
 	if err != nil {
 		cs.Close()
 		return nil, err
@@ -271,7 +276,9 @@ func (a *API) fail(c *gin.Context, err error) {
 	case status == http.StatusUnauthorized:
 		c.Header("WWW-Authenticate", `Bearer realm="yuebing"`)
 	case status == http.StatusTooManyRequests, status == http.StatusServiceUnavailable:
-		c.Header("Retry-After", "1")
+		if c.Writer.Header().Get("Retry-After") == "" { // authenticate's is exact
+			c.Header("Retry-After", "1")
+		}
 	case status == http.StatusInternalServerError:
 		a.log.Error("server: request failed", "method", c.Request.Method, "route", c.FullPath(), "err", err)
 	}
@@ -315,13 +322,51 @@ func (a *API) authenticate(c *gin.Context) {
 		}
 		token = strings.TrimSpace(rest)
 	}
-	p, err := a.tokens.Authenticate(token)
+	p, err := a.tokens.AuthenticateFrom(peerAddr(c.Request), token)
 	if err != nil {
+		var te *auth.ThrottledError
+		if errors.As(err, &te) {
+			c.Header("Retry-After", strconv.FormatInt(max(1, int64((te.RetryAfter+time.Second-1)/time.Second)), 10))
+		}
 		a.fail(c, err)
 		return
 	}
 	c.Set(principalKey, p)
 	c.Next()
+}
+
+// registerAuthMetrics exports the counters of the tokens' throttle, which
+// the HTTP API and the Redis front end share; nothing when authentication
+// is off.
+func registerAuthMetrics(reg *prometheus.Registry, tokens *auth.Tokens) error {
+	th := tokens.Throttle()
+	if th == nil {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "yuebing_auth_failures_total", Help: "Failed authentications (a wrong token), HTTP and Redis protocol together.",
+		}, func() float64 { return float64(th.Stats().Failures) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "yuebing_auth_throttled_total", Help: "Authentications refused unchecked because their address failed too often.",
+		}, func() float64 { return float64(th.Stats().Refused) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// peerAddr is the address a request's failed authentications count
+// against: the connection's peer. Forwarding headers (X-Forwarded-For)
+// are the client's to write, so they are not believed.
+func peerAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{} // not an IP peer: one source of its own
+	}
+	return ap.Addr().Unmap()
 }
 
 func principal(c *gin.Context) auth.Principal {

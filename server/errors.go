@@ -40,6 +40,7 @@ var (
 // fronts that have no HTTP surface of their own (auth, the conductor's
 // scheduler), to HTTP answers.
 var errorRows = []httperr.Row{
+	{Err: auth.ErrThrottled, Status: http.StatusTooManyRequests, Code: "too_many_auth_failures"},
 	{Err: auth.ErrUnauthenticated, Status: http.StatusUnauthorized, Code: "unauthenticated"},
 	{Err: auth.ErrForbidden, Status: http.StatusForbidden, Code: "forbidden"},
 	{Err: ErrBadJSON, Status: http.StatusBadRequest, Code: "invalid_json"},

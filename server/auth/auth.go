@@ -38,6 +38,9 @@ var (
 	ErrUnauthenticated = errors.New("auth: missing or unknown token")
 	// ErrForbidden: a known token that may not do this.
 	ErrForbidden = errors.New("auth: forbidden")
+	// ErrThrottled: the caller's address failed to authenticate too often
+	// and is refused for a while (ThrottleOptions); see ThrottledError.
+	ErrThrottled = errors.New("auth: too many failed authentications")
 )
 
 // Principal is an authenticated caller.
@@ -71,11 +74,15 @@ var Open = Principal{Tenant: DefaultTenant, Role: RoleAdmin}
 const DefaultTenant = "default"
 
 // Tokens is a set of known tokens. A nil *Tokens means authentication is
-// off. It is safe for concurrent use (it is immutable).
+// off. It is safe for concurrent use (the set is immutable; its Throttle
+// is safe for concurrent use).
 type Tokens struct {
 	// Keyed by the token's SHA-256, so the map never holds a secret and a
 	// lookup's timing says nothing about how much of a token matched.
 	byHash map[[32]byte]Principal
+	// throttle limits failures per source for AuthenticateFrom; every
+	// front end given these tokens shares it.
+	throttle *Throttle
 }
 
 type entry struct {
@@ -113,7 +120,7 @@ func Parse(data []byte) (*Tokens, error) {
 	if len(m.Content) == 0 {
 		return nil, errors.New("no tokens: the file must map at least one token to {tenant, role}")
 	}
-	t := &Tokens{byHash: make(map[[32]byte]Principal, len(m.Content)/2)}
+	t := &Tokens{byHash: make(map[[32]byte]Principal, len(m.Content)/2), throttle: defaultThrottle()}
 	seen := map[[32]byte]int{}
 	var errs []error
 	for i := 0; i+1 < len(m.Content); i += 2 {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/yuebing/yuebing/server/auth"
 )
 
 // redisVersion is the Redis release whose commands and replies the front
@@ -87,15 +89,15 @@ func cmdAuth(c *conn, args [][]byte) error {
 // for an admin token the one named as the user. A user of "default" or the
 // token's tenant selects the token's tenant.
 func (c *conn) authenticate(user, token []byte) string {
-	const wrong = "WRONGPASS invalid username-password pair or user is disabled."
-	p, err := c.s.opts.Tokens.Authenticate(string(token))
+	p, err := c.s.opts.Tokens.AuthenticateFrom(c.peer, string(token))
 	if err != nil {
-		return wrong
+		return c.authFailed(err)
 	}
 	tenant := p.Tenant
 	if u := string(user); user != nil && u != "default" && u != p.Tenant {
 		if !p.IsAdmin() {
-			return wrong
+			c.s.opts.Tokens.Throttle().Fail(c.peer)
+			return c.authFailed(auth.ErrForbidden)
 		}
 		tenant = u
 	}
@@ -197,7 +199,7 @@ func openAuth(user []byte) string {
 	case user == nil:
 		return "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
 	case string(user) != "default":
-		return "WRONGPASS invalid username-password pair or user is disabled."
+		return errWrongPass
 	}
 	return ""
 }
@@ -598,6 +600,7 @@ func cmdInfo(c *conn, args [][]byte) error {
 		kv("keyspace_misses", st.KeyspaceMisses)
 		kv("keyspace_remote_hits", st.RemoteHits)
 		kv("total_error_replies", st.ErrorReplies)
+		kv("acl_access_denied_auth", st.AuthFailures)
 		kv("store_hits", hs.Hits)
 		kv("store_misses", hs.Misses)
 		kv("store_dropped_demotions", hs.DroppedDemotions)

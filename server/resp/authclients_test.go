@@ -1,10 +1,18 @@
 package resp
 
 import (
+	"bufio"
+	"context"
+	"net"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/yuebing/yuebing/server/auth"
 )
 
 // listedIDs returns the ids of the connections a CLIENT LIST reply shows.
@@ -94,5 +102,141 @@ func TestClientListOpen(t *testing.T) {
 	want := []int64{clientID(t, a), clientID(t, b)}
 	if got := listedIDs(t, a.do("CLIENT", "LIST")); !slices.Equal(got, want) {
 		t.Errorf("CLIENT LIST = ids %v, want %v", got, want)
+	}
+}
+
+// delays records the connections' AUTH delays instead of sleeping them.
+type delays struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (r *delays) sleep(d time.Duration, _ <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.d = append(r.d, d)
+}
+
+func (r *delays) get() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.d)
+}
+
+// dialFrom connects from a loopback address of its own, another source
+// for the throttle.
+func dialFrom(t testing.TB, local, addr string) *rawConn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return &rawConn{t: t, nc: nc, br: bufio.NewReaderSize(nc, 1<<16)}
+}
+
+// TestAuthThrottle: wrong AUTHs pipelined on one connection no longer run
+// at thousands a second: past the first few each answer is held longer,
+// and past the address's burst the address is refused without its token
+// being looked at, the right one included, until its bucket refills.
+// Connections already logged in, and other addresses, are unaffected. The
+// clock is frozen and the delays recorded, so nothing here is timed.
+func TestAuthThrottle(t *testing.T) {
+	tokens, err := writeTokens(t, "alpha-token-0123456789: {tenant: alpha, role: tenant}\n").WithThrottle(auth.ThrottleOptions{
+		Failures: 5, Interval: time.Minute, ConnFree: 3, ConnDelay: 100 * time.Millisecond, ConnMaxDelay: 5 * time.Second,
+		Now: func() time.Time { return time.Unix(1_000_000, 0) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &delays{}
+	s := startServer(t, Options{Tokens: tokens, sleep: rec.sleep})
+	in := dialFrom(t, "127.0.0.1", s.addr)
+	if got := in.do("AUTH", "alpha-token-0123456789"); got != "+OK\r\n" {
+		t.Fatalf("AUTH: %q", got)
+	}
+
+	const n = 20
+	a := dialFrom(t, "127.0.0.1", s.addr)
+	a.send(strings.Repeat(multibulk("AUTH", "wrong-token-0123456789"), n))
+	for i := range n {
+		want := "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+		if i >= 5 {
+			want = "-ERR too many failed authentications from this address; retry in 60 s\r\n"
+		}
+		if got := a.reply(); got != want {
+			t.Fatalf("AUTH %d = %q, want %q", i+1, got, want)
+		}
+	}
+	var want []time.Duration
+	for i := 4; i <= n; i++ {
+		want = append(want, min(100*time.Millisecond<<(i-4), 5*time.Second))
+	}
+	got := rec.get()
+	if !slices.Equal(got, want) {
+		t.Errorf("delays %v, want %v", got, want)
+	}
+	var total time.Duration
+	for _, d := range got {
+		total += d
+	}
+	t.Logf("%d wrong AUTHs held for %v in all", n, total)
+
+	// The right token from the refused address is refused as well; the
+	// same from another address, and a connection logged in before, work.
+	if got := dialFrom(t, "127.0.0.1", s.addr).do("AUTH", "alpha-token-0123456789"); !strings.HasPrefix(got, "-ERR too many failed authentications") {
+		t.Errorf("right token from the refused address: %q", got)
+	}
+	if got := dialFrom(t, "127.0.0.2", s.addr).do("AUTH", "alpha-token-0123456789"); got != "+OK\r\n" {
+		t.Errorf("right token from another address: %q", got)
+	}
+	if got := in.do("SET", "k", "v"); got != "+OK\r\n" {
+		t.Errorf("SET on a connection logged in before: %q", got)
+	}
+	if got := in.do("INFO", "stats"); !strings.Contains(got, "acl_access_denied_auth:21\r\n") {
+		t.Errorf("INFO stats: %q", got)
+	}
+	if st := tokens.Throttle().Stats(); st.Failures != 5 || st.Refused != n-5+1 {
+		t.Errorf("throttle %+v", st)
+	}
+}
+
+// TestAuthDelayShutdown: Shutdown cuts short a connection's AUTH delay.
+func TestAuthDelayShutdown(t *testing.T) {
+	tokens, err := writeTokens(t, "alpha-token-0123456789: {tenant: alpha, role: tenant}\n").WithThrottle(auth.ThrottleOptions{
+		ConnFree: 1, ConnDelay: time.Hour, ConnMaxDelay: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := testStore(t, 16<<20, 64<<20)
+	t.Cleanup(func() { st.Close() })
+	held := make(chan struct{})
+	s, err := NewServer(Options{Store: st, Tokens: tokens, sleep: func(d time.Duration, stop <-chan struct{}) {
+		close(held)
+		sleep(d, stop)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	c := dial(t, ln.Addr().String())
+	c.send(strings.Repeat(multibulk("AUTH", "wrong-token-0123456789"), 2))
+	if got := c.reply(); !strings.HasPrefix(got, "-WRONGPASS") {
+		t.Fatalf("first AUTH: %q", got)
+	}
+	<-held // the second is held for an hour; Shutdown must not wait for it
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if got := c.reply(); !strings.HasPrefix(got, "-WRONGPASS") {
+		t.Errorf("second AUTH: %q", got)
 	}
 }

@@ -78,6 +78,11 @@ type Options struct {
 	Now func() time.Time
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+
+	// sleep waits d or until stop is closed: how a connection holds the
+	// answer to a failed AUTH. Tests record the delays instead. Default: a
+	// timer.
+	sleep func(d time.Duration, stop <-chan struct{})
 }
 
 // Names finds keys that other nodes' front ends hold; in a cluster the
@@ -147,6 +152,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.sleep == nil {
+		o.sleep = sleep
 	}
 }
 

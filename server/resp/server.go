@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -43,7 +44,10 @@ type Server struct {
 	// connections still running then return.
 	ctx    context.Context
 	cancel context.CancelFunc
-	bg     struct {
+	// stopping is closed when Shutdown begins: it cuts short the delay of
+	// a failed AUTH, which would otherwise hold Shutdown up.
+	stopping chan struct{}
+	bg       struct {
 		stop chan struct{}
 		wg   sync.WaitGroup
 	}
@@ -59,6 +63,7 @@ type Server struct {
 
 type counters struct {
 	conns, totalConns, rejected          atomic.Int64
+	authFailures                         atomic.Int64
 	commands, errors                     atomic.Int64
 	hits, misses, expired, evicted, sets atomic.Int64
 	remoteHits                           atomic.Int64 // hits served from another node
@@ -73,6 +78,7 @@ type Stats struct {
 	RejectedConns     int64 `json:"rejected_connections"`
 	Commands          int64 `json:"total_commands_processed"`
 	ErrorReplies      int64 `json:"total_error_replies"`
+	AuthFailures      int64 `json:"acl_access_denied_auth"` // AUTHs refused: wrong token, or throttled
 	KeyspaceHits      int64 `json:"keyspace_hits"`
 	KeyspaceMisses    int64 `json:"keyspace_misses"`
 	RemoteHits        int64 `json:"keyspace_remote_hits"` // of KeyspaceHits, served from another node
@@ -101,6 +107,7 @@ func NewServer(opts Options) (*Server, error) {
 		delQ:  make(chan block.Key, 4096),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.stopping = make(chan struct{})
 	s.mu.listeners = make(map[net.Listener]struct{})
 	s.mu.conns = make(map[*conn]struct{})
 	// Listen for drops first: a block dropped while the table is rebuilt
@@ -259,6 +266,7 @@ func (s *Server) Stats() Stats {
 		RejectedConns:    s.stats.rejected.Load(),
 		Commands:         s.stats.commands.Load(),
 		ErrorReplies:     s.stats.errors.Load(),
+		AuthFailures:     s.stats.authFailures.Load(),
 		KeyspaceHits:     s.stats.hits.Load(),
 		KeyspaceMisses:   s.stats.misses.Load(),
 		RemoteHits:       s.stats.remoteHits.Load(),
@@ -378,6 +386,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	already := s.mu.closing
 	s.mu.closing = true
+	if !already {
+		close(s.stopping)
+	}
 	for ln := range s.mu.listeners {
 		ln.Close()
 	}
@@ -436,6 +447,8 @@ type conn struct {
 	principal auth.Principal
 	authed    bool
 	sp        *space
+	peer      netip.Addr // the client's address, the source AUTH failures count against
+	authFails int        // failed AUTHs on this connection, never forgiven
 
 	kbuf, pbuf []byte             // scratch for table keys
 	tx         *tx                // MULTI: commands queued for EXEC
@@ -465,7 +478,7 @@ type conn struct {
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, id: s.ids.Add(1), proto: 2, born: time.Now()}
+	c := &conn{s: s, nc: nc, id: s.ids.Add(1), proto: 2, born: time.Now(), peer: peerAddr(nc)}
 	c.mu.active, c.mu.proto = c.born, 2
 	c.r = newReader(connReader{c}, s.limits(false))
 	if s.opts.Tokens == nil {
