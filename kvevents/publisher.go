@@ -83,15 +83,35 @@ func NewPublisher(opts PublisherOptions) (*Publisher, error) {
 	// The library logs peers that hang up mid-handshake; that is routine
 	// for a publisher, so it goes to debug.
 	zlog := zmq4.WithLogger(slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug))
-	p := &Publisher{opts: opts, ctx: ctx, cancel: cancel, pub: zmq4.NewPub(ctx, zlog)}
-	if err := p.pub.Listen(opts.Endpoint); err != nil {
+	// Subscribers send the publisher subscriptions and replay requests,
+	// a few bytes each: their frames are bounded as tightly.
+	small := FrameLimits{MaxFrameBytes: 4 << 10, MaxMessageBytes: 4 << 10, MaxFrames: 4}
+	guard := func(peerTypes ...zmq4.SocketType) context.Context {
+		cfg := defaultGuard
+		cfg.lim, cfg.log = small, opts.Logger
+		for _, t := range peerTypes {
+			cfg.peerTypes = append(cfg.peerTypes, string(t))
+		}
+		return withGuard(ctx, cfg)
+	}
+	ep, err := guardedEndpoint(opts.Endpoint)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("kvevents: publisher: %w", err)
+	}
+	p := &Publisher{opts: opts, ctx: ctx, cancel: cancel, pub: zmq4.NewPub(guard(zmq4.Sub, zmq4.XSub), zlog)}
+	if err := p.pub.Listen(ep); err != nil {
 		cancel()
 		p.pub.Close()
 		return nil, fmt.Errorf("kvevents: publisher: %w", err)
 	}
 	if opts.Replay != "" {
-		p.router = zmq4.NewRouter(ctx, zmq4.WithID(zmq4.SocketIdentity("kvevents-replay")), zlog)
-		if err := p.router.Listen(opts.Replay); err != nil {
+		p.router = zmq4.NewRouter(guard(zmq4.Dealer, zmq4.Req, zmq4.Router), zmq4.WithID(zmq4.SocketIdentity("kvevents-replay")), zlog)
+		rep, err := guardedEndpoint(opts.Replay)
+		if err == nil {
+			err = p.router.Listen(rep)
+		}
+		if err != nil {
 			cancel()
 			p.pub.Close()
 			p.router.Close()

@@ -31,6 +31,9 @@ type Stats struct {
 	Restarts atomic.Int64
 	// Reconnects are connections to the PUB socket after the first.
 	Reconnects atomic.Int64
+	// Rejected are ZMQ peers dropped for breaking the framing or its
+	// limits (Options.Frames), or refused past Options.MaxPeers.
+	Rejected atomic.Int64
 	// Orphans are stored blocks whose parent was unknown, so could not be
 	// keyed; Unkeyable are blocks of another block size, a LoRA adapter,
 	// hashed over more than tokens, or sent without a block's worth of

@@ -51,9 +51,21 @@ type Options struct {
 	MaxReplay int
 	// MaxReplayBytes bounds the payload bytes one replay holds before they
 	// are applied; past it the replay fails (and the view resets). Default:
-	// 256 MiB. (A live message's size is the ZMQ library's to bound, and it
-	// has no limit: engines are trusted peers on the cluster network.)
+	// 256 MiB.
 	MaxReplayBytes int64
+	// Frames bound one message from the engine, live or replayed, checked
+	// before anything is allocated for it; a peer that sends more is
+	// dropped. Default: DefaultFrameLimits (16 MiB a message). With a
+	// stalled consumer the subscriber holds at most (10 + MaxPeers + 1)
+	// messages: ZMQ's queue, one being read per connection, one applied.
+	Frames FrameLimits
+	// MaxPeers bounds the connections a bound endpoint ("tcp://*:P")
+	// holds at once, handshakes included; more are closed as they arrive.
+	// Default: 16.
+	MaxPeers int
+	// HandshakeTimeout bounds a connection's ZMTP handshake; a peer that
+	// has not finished it by then is dropped. Default: 5 s.
+	HandshakeTimeout time.Duration
 	// Limits bound one batch's contents.
 	Limits Limits
 	// Sink receives updates. Required.
@@ -62,6 +74,12 @@ type Options struct {
 	RetryInterval time.Duration
 	// ReplayTimeout bounds one replay request. Default: 5 s.
 	ReplayTimeout time.Duration
+	// ReplayBackoff is how long gaps reset the view at once, without
+	// asking, after a replay failed: the live stream waits while a replay
+	// runs, so an engine whose replay socket hangs would otherwise stall
+	// its stream ReplayTimeout for every gap. It doubles with each failure
+	// up to 64 times this, and a replay that succeeds ends it. Default: 1 s.
+	ReplayBackoff time.Duration
 	// Stats counts what the subscriber sees. Default: a Stats of its own.
 	Stats *Stats
 	// Logger. Default: slog.Default().
@@ -87,6 +105,18 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.ReplayTimeout == 0 {
 		o.ReplayTimeout = 5 * time.Second
+	}
+	if o.ReplayBackoff == 0 {
+		o.ReplayBackoff = time.Second
+	}
+	if o.Frames == (FrameLimits{}) {
+		o.Frames = DefaultFrameLimits()
+	}
+	if o.MaxPeers == 0 {
+		o.MaxPeers = 16
+	}
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = 5 * time.Second
 	}
 	if o.Stats == nil {
 		o.Stats = new(Stats)
@@ -120,8 +150,11 @@ func (o *Options) Validate() error {
 	if o.Sink == nil {
 		errs = append(errs, fmt.Errorf("%w: no sink", ErrOptions))
 	}
-	if o.MaxBlocks < 1 || o.MaxReplay < 1 || o.MaxReplayBytes < 1 || o.RetryInterval <= 0 || o.ReplayTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("%w: max blocks, max replay (batches and bytes), retry interval and replay timeout must be positive", ErrOptions))
+	if o.MaxBlocks < 1 || o.MaxReplay < 1 || o.MaxReplayBytes < 1 || o.RetryInterval <= 0 || o.ReplayTimeout <= 0 || o.ReplayBackoff <= 0 {
+		errs = append(errs, fmt.Errorf("%w: max blocks, max replay (batches and bytes), retry interval, replay timeout and backoff must be positive", ErrOptions))
+	}
+	if !o.Frames.valid() || o.MaxPeers < 1 || o.HandshakeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("%w: frame limits (a message at least a frame), max peers and handshake timeout must be positive", ErrOptions))
 	}
 	if o.Limits.MaxEvents < 1 || o.Limits.MaxHashes < 1 || o.Limits.MaxTokens < 1 {
 		errs = append(errs, fmt.Errorf("%w: limits must be positive", ErrOptions))
@@ -143,6 +176,10 @@ type Subscriber struct {
 	sumSeed   maphash.Seed
 	connected atomic.Bool
 	dials     int
+	// replayAt is when a replay may be tried again after one failed, and
+	// replayWait the backoff that set it (ReplayBackoff).
+	replayAt   time.Time
+	replayWait time.Duration
 }
 
 // NewSubscriber validates opts and returns a Subscriber.
@@ -196,22 +233,37 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	}
 }
 
+// guard is the transport's configuration for this subscriber's sockets:
+// peers of the given ZMQ socket types, frames within Options.Frames.
+func (s *Subscriber) guard(handshake time.Duration, peerTypes ...string) guardConfig {
+	return guardConfig{lim: s.opts.Frames, peerTypes: peerTypes, handshake: handshake, maxConns: s.opts.MaxPeers, stats: s.stats, log: s.log}
+}
+
 // session runs one connection: dial, then receive until it fails.
 func (s *Subscriber) session(ctx context.Context) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sub := zmq4.NewSub(sctx, zmq4.WithDialerRetry(s.opts.RetryInterval), zmq4.WithDialerMaxRetries(-1), s.zlog())
+	gctx := withGuard(sctx, s.guard(s.opts.HandshakeTimeout, string(zmq4.Pub), string(zmq4.XPub)))
+	sub := zmq4.NewSub(gctx, zmq4.WithDialerRetry(s.opts.RetryInterval), zmq4.WithDialerMaxRetries(-1), s.zlog())
 	defer sub.Close()
 	if err := sub.SetOption(zmq4.OptionSubscribe, s.opts.Topic); err != nil {
 		return err
 	}
-	if addr, ok := bindAddr(s.opts.Endpoint); ok {
+	addr, bound := bindAddr(s.opts.Endpoint)
+	if !bound {
+		addr = s.opts.Endpoint
+	}
+	ep, err := guardedEndpoint(addr)
+	if err != nil {
+		return err
+	}
+	if bound {
 		// The engine connects to us (vLLM's endpoint without "*"): every
 		// publisher that connects feeds this one engine's stream.
-		if err := sub.Listen(addr); err != nil {
+		if err := sub.Listen(ep); err != nil {
 			return err
 		}
-	} else if err := sub.Dial(bufferedEndpoint(s.opts.Endpoint)); err != nil {
+	} else if err := sub.Dial(ep); err != nil {
 		return err
 	}
 	if s.dials++; s.dials > 1 {
@@ -221,6 +273,12 @@ func (s *Subscriber) session(ctx context.Context) error {
 	for {
 		msg, err := sub.Recv()
 		if err != nil {
+			if bound && sctx.Err() == nil {
+				// One peer's connection failed (and is gone); the others,
+				// the engine's among them, go on.
+				s.log.Debug("kvevents: a publisher's connection ended", "err", err)
+				continue
+			}
 			return err
 		}
 		s.handle(ctx, msg.Frames)
@@ -305,17 +363,26 @@ func (s *Subscriber) fill(ctx context.Context, seq int64, u *Update) {
 		}
 		return
 	}
+	if now := s.opts.Now(); now.Before(s.replayAt) {
+		if !joining {
+			s.lost(u, "the replay socket failed a moment ago", from, seq)
+		}
+		return
+	}
 	ask := from
 	if !joining {
 		ask = s.last
 	}
 	frames, err := s.replay(ctx, ask, seq)
 	if err != nil {
+		s.replayWait = min(max(2*s.replayWait, s.opts.ReplayBackoff), 64*s.opts.ReplayBackoff)
+		s.replayAt = s.opts.Now().Add(s.replayWait)
 		if !joining {
 			s.lost(u, err.Error(), from, seq)
 		}
 		return
 	}
+	s.replayWait = 0
 	if !joining && len(frames) > 0 && frames[0].seq == s.last {
 		if maphash.Bytes(s.sumSeed, frames[0].payload) != s.lastSum {
 			s.stats.Restarts.Add(1)
@@ -397,9 +464,15 @@ type replayed struct {
 func (s *Subscriber) replay(ctx context.Context, from, to int64) ([]replayed, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.opts.ReplayTimeout)
 	defer cancel()
-	d := zmq4.NewDealer(rctx, zmq4.WithDialerRetry(s.opts.RetryInterval), zmq4.WithDialerMaxRetries(3), s.zlog())
+	// The handshake is not bound by the context: give it the replay's time.
+	gctx := withGuard(rctx, s.guard(min(s.opts.HandshakeTimeout, s.opts.ReplayTimeout), string(zmq4.Router)))
+	d := zmq4.NewDealer(gctx, zmq4.WithDialerRetry(s.opts.RetryInterval), zmq4.WithDialerMaxRetries(3), s.zlog())
 	defer d.Close()
-	if err := d.Dial(s.opts.Replay); err != nil {
+	ep, err := guardedEndpoint(s.opts.Replay)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReplay, err)
+	}
+	if err := d.Dial(ep); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrReplay, err)
 	}
 	var start [8]byte
