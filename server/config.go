@@ -97,6 +97,21 @@ type ShmConfig struct {
 	MaxBytes ByteSize `yaml:"max_bytes"`
 	// MaxSessions bounds open sessions. Default 64.
 	MaxSessions int `yaml:"max_sessions"`
+	// MaxSessionsPerTenant bounds one principal's open sessions, so one
+	// tenant cannot leave the others "overloaded". Default MaxSessions/4.
+	// With authentication off every client is one principal and only
+	// the totals apply.
+	MaxSessionsPerTenant int `yaml:"max_sessions_per_tenant"`
+	// MaxBytesPerTenant bounds one principal's segments together.
+	// Default MaxBytes/2 (at least MaxSessionBytes); not applied with
+	// authentication off either.
+	MaxBytesPerTenant ByteSize `yaml:"max_bytes_per_tenant"`
+	// MaxPending bounds connections that have not sent their session
+	// request yet; past it the oldest is refused. Default 128.
+	MaxPending int `yaml:"max_pending"`
+	// HelloTimeout bounds the wait for a connection's session request.
+	// Default 5s.
+	HelloTimeout time.Duration `yaml:"hello_timeout"`
 }
 
 // DRAMConfig configures the DRAM tier.
@@ -388,6 +403,18 @@ func (c *Config) EnsureDefaults() {
 	if c.Shm.MaxSessions == 0 {
 		c.Shm.MaxSessions = 64
 	}
+	if c.Shm.MaxSessionsPerTenant == 0 {
+		c.Shm.MaxSessionsPerTenant = max(1, c.Shm.MaxSessions/4)
+	}
+	if c.Shm.MaxBytesPerTenant == 0 {
+		c.Shm.MaxBytesPerTenant = max(c.Shm.MaxSessionBytes, c.Shm.MaxBytes/2)
+	}
+	if c.Shm.MaxPending == 0 {
+		c.Shm.MaxPending = 128
+	}
+	if c.Shm.HelloTimeout == 0 {
+		c.Shm.HelloTimeout = 5 * time.Second
+	}
 	c.Conductor.ensureDefaults()
 	c.Cluster.ensureDefaults()
 	if c.Log.Level == "" {
@@ -504,6 +531,18 @@ func (c *Config) Validate() error {
 		}
 		if c.Shm.MaxSessions <= 0 {
 			bad("shm.max_sessions", "%d must be positive", c.Shm.MaxSessions)
+		}
+		if c.Shm.MaxSessionsPerTenant <= 0 {
+			bad("shm.max_sessions_per_tenant", "%d must be positive", c.Shm.MaxSessionsPerTenant)
+		}
+		if c.Shm.MaxBytesPerTenant <= 0 {
+			bad("shm.max_bytes_per_tenant", "%s must be positive", c.Shm.MaxBytesPerTenant)
+		}
+		if c.Shm.MaxPending <= 0 {
+			bad("shm.max_pending", "%d must be positive", c.Shm.MaxPending)
+		}
+		if c.Shm.HelloTimeout <= 0 {
+			bad("shm.hello_timeout", "%v must be positive", c.Shm.HelloTimeout)
 		}
 	}
 	if c.DRAM.Capacity < minDRAMCapacity {

@@ -46,6 +46,14 @@ var (
 	descRESPNetIn    = prometheus.NewDesc("yuebing_resp_net_input_bytes_total", "Bytes read from Redis-protocol clients.", nil, nil)
 	descRESPNetOut   = prometheus.NewDesc("yuebing_resp_net_output_bytes_total", "Bytes written to Redis-protocol clients.", nil, nil)
 
+	descShmSessions      = prometheus.NewDesc("yuebing_shm_sessions", "Open shared-memory staging sessions.", nil, nil)
+	descShmBytes         = prometheus.NewDesc("yuebing_shm_bytes", "Bytes of the open staging sessions' segments.", nil, nil)
+	descShmAccepted      = prometheus.NewDesc("yuebing_shm_connections_total", "Connections accepted on the staging socket.", nil, nil)
+	descShmPendingClosed = prometheus.NewDesc("yuebing_shm_pending_closed_total", "Staging connections closed before their request to make room for newer ones (shm.max_pending).", nil, nil)
+	descShmHelloTimeouts = prometheus.NewDesc("yuebing_shm_hello_timeouts_total", "Staging connections that sent no request within shm.hello_timeout.", nil, nil)
+	descShmAcceptErrors  = prometheus.NewDesc("yuebing_shm_accept_errors_total", "Failed accepts on the staging socket (out of descriptors and the like), each retried.", nil, nil)
+	descShmQuotaRefusals = prometheus.NewDesc("yuebing_shm_quota_refusals_total", "Staging sessions refused for a tenant's quota.", nil, nil)
+
 	descCondDecisions = prometheus.NewDesc("yuebing_conductor_decisions_total", "Scheduling decisions by result: accepted, or the reason for a rejection.", []string{"result"}, nil)
 	descCondInstances = prometheus.NewDesc("yuebing_conductor_instances", "Registered instances by role.", []string{"role"}, nil)
 	descCondMigr      = prometheus.NewDesc("yuebing_conductor_migrations_total", "Pull plans by outcome: queued, dropped (queue full), failed.", []string{"outcome"}, nil)
@@ -56,7 +64,8 @@ func (nc nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descClusterFetches, descClusterFetchErr, descClusterFetched, descClusterAdmitted, descClusterRelayed, descClusterServed, descClusterPublish, descClusterPubFail, descClusterPeerAsk,
 		descClusterReports, descClusterResyncs, descXferSlices, descXferRetries, descXferPathsDown, descXferDials, descXferSent, descXferRead,
 		descRESPClients, descRESPConns, descRESPRejected, descRESPCommands, descRESPErrors, descRESPHits, descRESPMisses,
-		descRESPNetIn, descRESPNetOut, descCondDecisions, descCondInstances, descCondMigr} {
+		descRESPNetIn, descRESPNetOut, descCondDecisions, descCondInstances, descCondMigr,
+		descShmSessions, descShmBytes, descShmAccepted, descShmPendingClosed, descShmHelloTimeouts, descShmAcceptErrors, descShmQuotaRefusals} {
 		ch <- d
 	}
 }
@@ -115,6 +124,17 @@ func (nc nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRESPMisses, s.KeyspaceMisses)
 		counter(descRESPNetIn, s.NetInputBytes)
 		counter(descRESPNetOut, s.NetOutputBytes)
+	}
+	if st := n.staging; st != nil {
+		sessions, bytes := st.Stats()
+		gauge(descShmSessions, int64(sessions))
+		gauge(descShmBytes, bytes)
+		c := st.Counters()
+		counter(descShmAccepted, c.Accepted)
+		counter(descShmPendingClosed, c.PendingClosed)
+		counter(descShmHelloTimeouts, c.HelloTimeouts)
+		counter(descShmAcceptErrors, c.AcceptErrors)
+		counter(descShmQuotaRefusals, c.QuotaRefusals)
 	}
 	if d := n.conductor; d != nil {
 		st := d.Stats()

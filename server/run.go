@@ -385,7 +385,15 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 		st := n.staging
 		n.services = append(n.services, &service{
 			name: "shm", ln: st.Listener(),
-			serve:    func(net.Listener) error { return st.Serve() },
+			// The socket is a convenience for clients on this host: if
+			// it stops, the node serves on without it rather than
+			// letting a local client's doing end the node.
+			serve: func(net.Listener) error {
+				if err := st.Serve(); err != nil {
+					n.log.Error("server: shm: the staging socket stopped; the node goes on without it", "err", err)
+				}
+				return nil
+			},
 			shutdown: func(context.Context) error { return st.Close() },
 			close:    st.Close,
 		})
@@ -402,9 +410,16 @@ func newStaging(c ShmConfig, tokens *auth.Tokens, handle func(context.Context, *
 		rand.Read(r[:])
 		addr = fmt.Sprintf("@yuebing-shm-%d-%x", os.Getpid(), r)
 	}
+	perTenant, perTenantBytes := c.MaxSessionsPerTenant, int64(c.MaxBytesPerTenant)
+	if tokens == nil {
+		// Every client is the same principal: a quota would only
+		// shrink the totals.
+		perTenant, perTenantBytes = c.MaxSessions, int64(c.MaxBytes)
+	}
 	st, err := staging.New(staging.Options{
 		Listen: addr, MaxSessionBytes: int64(c.MaxSessionBytes), MaxBytes: int64(c.MaxBytes),
-		MaxSessions: c.MaxSessions, Logger: logger, Handle: handle,
+		MaxSessions: c.MaxSessions, MaxOwnerSessions: perTenant, MaxOwnerBytes: perTenantBytes,
+		MaxPending: c.MaxPending, HelloTimeout: c.HelloTimeout, Logger: logger, Handle: handle,
 		Authenticate: func(token string) (string, any, error) {
 			p, err := tokens.Authenticate(token)
 			return shmOwner(p), p, err

@@ -3,10 +3,15 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -293,4 +298,133 @@ func FuzzServeShm(f *testing.F) {
 			}
 		}
 	})
+}
+
+// recordHandler signals each record at level Error or above.
+type recordHandler struct {
+	slog.Handler
+	errs chan string
+}
+
+func (h recordHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+
+func (h recordHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		select {
+		case h.errs <- r.Message:
+		default:
+		}
+	}
+	return nil
+}
+
+// startShmNode starts a whole node with its staging socket, tokens from
+// testTokens when auth is set.
+func startShmNode(t *testing.T, auth bool, shm ShmConfig) (*Node, chan string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.DataDir = dir
+	cfg.HTTP.Listen, cfg.RESP.Listen, cfg.Transfer.Listen = "127.0.0.1:0", "", ""
+	cfg.DRAM.Capacity, cfg.SSD.Capacity = 16<<20, 16<<20
+	cfg.Conductor.Enabled = false
+	shm.Listen = "auto"
+	cfg.Shm = shm
+	if auth {
+		cfg.Auth.TokensFile = filepath.Join(dir, "tokens.yaml")
+		if err := os.WriteFile(cfg.Auth.TokensFile, []byte(testTokens), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan string, 16)
+	cfg.Logger = slog.New(recordHandler{slog.DiscardHandler, errs})
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Shutdown() })
+	return n, errs
+}
+
+// shmHello asks addr for a session and returns the answer line; the
+// descriptor, if any, is closed. The connection (the session) stays open
+// until the test ends.
+func shmHello(t *testing.T, addr, token string, size int) string {
+	t.Helper()
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: addr, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "{\"token\":%q,\"size\":%d}\n", token, size)
+	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(4))
+	nb, noob, _, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs, err := unix.ParseSocketControlMessage(oob[:noob]); err == nil && len(msgs) == 1 {
+		if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}
+	}
+	return string(buf[:nb])
+}
+
+// The staging socket is a local convenience: when it stops serving, the
+// node logs it and goes on serving HTTP instead of shutting down.
+func TestShmSocketStoppingLeavesTheNode(t *testing.T) {
+	n, errs := startShmNode(t, false, ShmConfig{})
+	n.staging.Listener().Close()
+	select {
+	case err := <-n.Failed():
+		t.Fatalf("the node failed: %v", err)
+	case msg := <-errs:
+		if !strings.Contains(msg, "shm") {
+			t.Fatalf("logged %q", msg)
+		}
+	}
+	resp, err := http.Get("http://" + n.Addr("http").String() + "/v1/shm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/shm: %d", resp.StatusCode)
+	}
+	select {
+	case err := <-n.Failed():
+		t.Fatalf("the node failed: %v", err)
+	default:
+	}
+}
+
+// One tenant's sessions stop at shm.max_sessions_per_tenant; another
+// tenant still gets one, and the node exports the refusal.
+func TestShmTenantQuota(t *testing.T) {
+	n, _ := startShmNode(t, true, ShmConfig{MaxSessionsPerTenant: 2})
+	addr := n.staging.Addr()
+	for range 2 {
+		if a := shmHello(t, addr, tokAlpha, 4096); !strings.Contains(a, `"session"`) {
+			t.Fatalf("alpha: %s", a)
+		}
+	}
+	if a := shmHello(t, addr, tokAlpha, 4096); !strings.Contains(a, `"overloaded"`) || !strings.Contains(a, "quota") {
+		t.Fatalf("alpha over its quota: %s", a)
+	}
+	if a := shmHello(t, addr, tokBeta, 4096); !strings.Contains(a, `"session"`) {
+		t.Fatalf("beta: %s", a)
+	}
+	resp, err := http.Get("http://" + n.Addr("http").String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"yuebing_shm_sessions 3", "yuebing_shm_quota_refusals_total 1", "yuebing_shm_accept_errors_total 0"} {
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
 }
