@@ -84,7 +84,7 @@ type Options struct {
 	Stats *Stats
 	// Logger. Default: slog.Default().
 	Logger *slog.Logger
-	// Now is the clock for lag. Default: time.Now.
+	// Now is the clock for lag and the replay backoff. Default: time.Now.
 	Now func() time.Time
 }
 

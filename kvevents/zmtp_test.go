@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,7 +215,7 @@ func TestHostileBoundPeers(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	s := newTestSubscriber(t, Options{Endpoint: fmt.Sprintf("tcp://*:%d", port), MaxPeers: 4, HandshakeTimeout: 500 * time.Millisecond})
+	s := newTestSubscriber(t, Options{Endpoint: fmt.Sprintf("tcp://*:%d", port), MaxPeers: 4, HandshakeTimeout: 2 * time.Second})
 	dial := func() *rawPeer {
 		t.Helper()
 		var c net.Conn
@@ -310,6 +311,60 @@ func TestHostileReplay(t *testing.T) {
 	if got := s.Stats().Rejected.Load(); got != 1 {
 		t.Fatalf("rejected %d peers, want 1", got)
 	}
+}
+
+// TestReplayBackoffEnds: gaps within the backoff after a failed replay
+// reset the view without asking; once it has passed (on the subscriber's
+// clock) the next gap asks again, and its failure doubles the wait.
+func TestReplayBackoffEnds(t *testing.T) {
+	// Each replay connection reads the request and hangs up unanswered.
+	refuse := func(p *rawPeer) {
+		p.handshake("ROUTER")
+		p.frame()
+		p.c.Close()
+	}
+	replayEP, replays := fakeEngine(t, refuse, refuse, refuse)
+	next := make(chan []byte)
+	liveEP, _ := fakeEngine(t, func(p *rawPeer) {
+		p.handshake("PUB")
+		p.frame()
+		for m := range next {
+			p.send(m)
+		}
+	})
+	var clock atomic.Int64 // seconds past the epoch below
+	epoch := time.Unix(1e9, 0)
+	now := func() time.Time { return epoch.Add(time.Duration(clock.Load()) * time.Second) }
+	s := newTestSubscriber(t, Options{Endpoint: liveEP, Replay: replayEP, ReplayBackoff: 10 * time.Second, Now: now})
+	for s.Stats().Batches.Load() == 0 {
+		next <- emptyBatch(t, 0)
+		time.Sleep(10 * time.Millisecond)
+	}
+	seq := int64(0)
+	gap := func(want int64) {
+		t.Helper()
+		seq += 5
+		next <- emptyBatch(t, seq)
+		waitFor(t, "the gap to be given up", func() bool { return s.Stats().Unrecovered.Load() == want })
+	}
+	steps := []struct {
+		advance int64 // seconds
+		asks    int   // replay connections so far
+	}{
+		{0, 1},  // the first gap asks, and fails: 10 s of backoff
+		{9, 1},  // within it
+		{2, 2},  // past it: asks, fails again: 20 s
+		{19, 2}, // within the doubled wait
+		{2, 3},  // past it
+	}
+	for i, st := range steps {
+		clock.Add(st.advance)
+		gap(int64(i + 1))
+		if got := replays(); got != st.asks {
+			t.Fatalf("step %d: %d connections to the replay socket, want %d", i, got, st.asks)
+		}
+	}
+	close(next)
 }
 
 // FuzzZMTPGuard drives the ZMQ library's own connection code with
