@@ -164,7 +164,6 @@ func (s *Server) Serve() error {
 		if evict != nil {
 			// Its goroutine, woken by the deadline, answers and hangs
 			// up: one writer per connection.
-			s.pendingClosed.Add(1)
 			evict.c.SetReadDeadline(time.Unix(1, 0))
 		}
 		s.wg.Go(func() {
@@ -218,6 +217,9 @@ func (s *Server) handle(p *pendingConn, el *list.Element) {
 	case err == nil:
 		sess, err = s.open(h)
 	case closed:
+		// Counted here, not where the deadline moved: a request that
+		// arrived meanwhile is served.
+		s.pendingClosed.Add(1)
 		err = fmt.Errorf("%w: over %d connections are waiting to send their request; this one waited longest", ErrBusy, s.opts.MaxPending)
 	case errors.As(err, &ne) && ne.Timeout():
 		s.helloTimeouts.Add(1)

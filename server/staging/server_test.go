@@ -207,6 +207,16 @@ func TestOptionsValidate(t *testing.T) {
 	if err := o.Validate(); err == nil {
 		t.Fatal("session larger than the total accepted")
 	}
+	o = Options{Listen: "@x", MaxPending: -1, HelloTimeout: -time.Second}
+	o.EnsureDefaults()
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "pending") {
+		t.Fatalf("negative pending bound and timeout: %v", err)
+	}
+	o = Options{Listen: "@x", MaxSessions: 2, MaxBytes: 1 << 20, MaxSessionBytes: 1 << 20}
+	o.EnsureDefaults()
+	if o.MaxOwnerSessions != 1 || o.MaxOwnerBytes != 1<<20 || o.MaxPending != 128 || o.HelloTimeout != 5*time.Second {
+		t.Fatalf("defaults %+v", o)
+	}
 }
 
 func TestRequestsOnTheSocket(t *testing.T) {
