@@ -57,7 +57,10 @@ type Options struct {
 	// before anything is allocated for it; a peer that sends more is
 	// dropped. Default: DefaultFrameLimits (16 MiB a message). With a
 	// stalled consumer the subscriber holds at most (10 + MaxPeers + 1)
-	// messages: ZMQ's queue, one being read per connection, one applied.
+	// messages: ZMQ's queue, one being read per connection, one applied;
+	// with the defaults 27 x 16 MiB (432 MiB) bound, 12 x 16 MiB (192 MiB)
+	// dialled, plus a 64 KiB read buffer per connection. TCP holds back
+	// the rest at the peer.
 	Frames FrameLimits
 	// MaxPeers bounds the connections a bound endpoint ("tcp://*:P")
 	// holds at once, handshakes included; more are closed as they arrive.
