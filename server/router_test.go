@@ -500,3 +500,74 @@ func TestRouterKeysPerTenant(t *testing.T) {
 	f("acme", "tenant-acme-0123456789", "", false)
 	f("admin", testAdminToken, "64", true) // acme's, in the engines' namespace
 }
+
+// TestNodeRouter: a node's embedded router keeps one state per engine
+// with the conductor API, and keys each tenant's prompts apart. Before, an
+// engine an admin registered again while it was down panicked the node
+// when it came back ("BUG: router: re-adding an engine"), before DRAM was
+// flushed; and X-Yuebing-Prefix-Tokens told any tenant whether another had
+// just sent a prompt.
+func TestNodeRouter(t *testing.T) {
+	e0 := newRestartable(t)
+	_, tokensFile := routerTokens(t)
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.HTTP.Listen, cfg.RESP.Listen, cfg.Transfer.Listen, cfg.Shm.Listen = "127.0.0.1:0", "", "", ""
+	cfg.DRAM.Capacity, cfg.SSD.Capacity = 16<<20, 16<<20
+	cfg.Auth.TokensFile = tokensFile
+	cfg.Router = RouterConfig{Model: "m", Namespace: "acme/m", ProbeInterval: 20 * time.Millisecond,
+		Engines: []router.Engine{{ID: "e0", URL: e0.url()}}}
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Shutdown() })
+	base := "http://" + n.Addr("http").String()
+
+	inst := base + "/v1/conductor/instances"
+	if st, _ := call(t, http.MethodPost, inst, testTenantToken, `{"id":"e0","role":"prefill"}`); st != http.StatusForbidden {
+		t.Fatalf("a tenant registering an engine: %d, want 403", st)
+	}
+	e0.stop()
+	kveventstest.WaitFor(t, "the engine down", func() bool {
+		return metricValue(t, base, `yuebing_router_engine_down_total{engine="e0"}`) == 1
+	})
+	st, b := call(t, http.MethodPost, inst, testAdminToken, `{"id":"e0","role":"prefill"}`)
+	from := e0.probes.Load()
+	e0.start(t)
+	kveventstest.WaitFor(t, "probes of the restarted engine", func() bool { return e0.probes.Load() >= from+2 })
+	if st != http.StatusAccepted {
+		t.Fatalf("registering the down engine: %d %s, want 202", st, b)
+	}
+	if st, b := call(t, http.MethodGet, inst+"/e0", testAdminToken, ""); st != http.StatusOK {
+		t.Fatalf("the engine back: %d %s", st, b)
+	}
+
+	prompt := `{"model":"m","prompt":[` + strings.Repeat("9,", 63) + `9]}`
+	prefix := func(token string) string {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, base+"/v1/completions", strings.NewReader(prompt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		return resp.Header.Get(router.HeaderPrefixTokens)
+	}
+	if got := prefix(testTenantToken); got != "0" {
+		t.Fatalf("beta's first request: prefix tokens %q", got)
+	}
+	if got := prefix("tenant-gamma-0123456789"); got != "0" {
+		t.Fatalf("gamma sees %q prefix tokens of beta's prompt", got)
+	}
+	if got := prefix(testTenantToken); got != "64" {
+		t.Fatalf("beta's second request: prefix tokens %q, want 64", got)
+	}
+}
