@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net"
@@ -206,4 +207,38 @@ func TestEmbeddedEtcdAuth(t *testing.T) {
 	c.add("n0")
 	c.add("n1")
 	c.waitFormed()
+}
+
+// FuzzUnseal: any etcd value is a verified record or ErrBadRecord, never a
+// panic, and only values sealed with the token verify.
+func FuzzUnseal(f *testing.F) {
+	n := &Node{recordKey: deriveKey("fuzz-token", purposeRecords)}
+	const where = "/yuebing/f/members/1"
+	good, err := n.seal(where, Member{ID: 1, Name: "n1", Addrs: Addrs{HTTP: "127.0.0.1:1"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(good))
+	f.Add([]byte(`{"id":1,"name":"n1"}`))
+	f.Add([]byte(`{"record":null,"mac":""}`))
+	f.Add([]byte(`{"record":{"id":1},"mac":"00"}`))
+	f.Fuzz(func(t *testing.T, val []byte) {
+		var m Member
+		err := n.unseal(where, val, &m)
+		if err != nil {
+			if !errors.Is(err, ErrBadRecord) {
+				t.Fatalf("unseal: %v, want ErrBadRecord", err)
+			}
+			return
+		}
+		// It verified: its record must be one the token signed.
+		var s sealed
+		if json.Unmarshal(val, &s) != nil || !hmacEqualHex(s.MAC, recordMAC(n.recordKey, where, s.Record)) {
+			t.Fatalf("%q verified without the token's MAC", val)
+		}
+	})
+}
+
+func hmacEqualHex(h string, mac []byte) bool {
+	return h == hex.EncodeToString(mac)
 }
