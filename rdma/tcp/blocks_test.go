@@ -291,11 +291,21 @@ func TestGetOnVersion1(t *testing.T) {
 	}
 }
 
-// slowWriter takes about 100 ms a MiB.
+// slowWriter takes slowPerMiB per MiB written.
 type slowWriter struct{ buf bytes.Buffer }
 
+// The relay's deadline per chunk (1 MiB) and the consumer's pace: a chunk
+// takes a tenth of its deadline, leaving the rest to a loaded machine
+// (-race, 2 cores shared), while the whole block takes longer than one
+// deadline, which is what the test is about.
+const (
+	slowTimeout = 2 * time.Second
+	slowPerMiB  = slowTimeout / 10
+	slowSize    = 12 << 20 // 2.4 s at slowPerMiB
+)
+
 func (w *slowWriter) Write(p []byte) (int, error) {
-	time.Sleep(time.Duration(len(p)) * 100 * time.Millisecond / (1 << 20))
+	time.Sleep(time.Duration(len(p)) * slowPerMiB / (1 << 20))
 	return w.buf.Write(p)
 }
 
@@ -303,11 +313,11 @@ func (w *slowWriter) Write(p []byte) (int, error) {
 // deadlines allow for the whole block: each chunk keeps within them, so
 // the block gets through.
 func TestGetBlocksSlowReader(t *testing.T) {
-	const size = 6 << 20
+	const size = slowSize
 	src := &mapSource{blocks: map[block.Key][]byte{}}
 	src.blocks[blockKey(0)] = bytes.Repeat([]byte("slow"), size/4)
 	opts := func(first int) Options {
-		return Options{Topology: loopbackTopology(first, 1), IOTimeout: 300 * time.Millisecond}
+		return Options{Topology: loopbackTopology(first, 1), IOTimeout: slowTimeout}
 	}
 	srv := newEngine(t, newTransport(t, opts(1)))
 	srv.ServeBlocks(src)
@@ -321,6 +331,7 @@ func TestGetBlocksSlowReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	var w slowWriter
+	w.buf.Grow(size)
 	start := time.Now()
 	if n, err := st.WriteData(&w); err != nil || n != size {
 		t.Fatalf("relayed %d bytes: %v", n, err)
@@ -328,5 +339,5 @@ func TestGetBlocksSlowReader(t *testing.T) {
 	if !bytes.Equal(w.buf.Bytes(), src.blocks[blockKey(0)]) {
 		t.Fatal("relayed bytes differ")
 	}
-	t.Logf("%d MiB in %v with a %v deadline per chunk", size>>20, time.Since(start).Round(time.Millisecond), 300*time.Millisecond)
+	t.Logf("%d MiB in %v with a %v deadline per chunk", size>>20, time.Since(start).Round(time.Millisecond), slowTimeout)
 }
