@@ -324,10 +324,7 @@ func (a *API) authenticate(c *gin.Context) {
 	}
 	p, err := a.tokens.AuthenticateFrom(peerAddr(c.Request), token)
 	if err != nil {
-		var te *auth.ThrottledError
-		if errors.As(err, &te) {
-			c.Header("Retry-After", strconv.FormatInt(max(1, int64((te.RetryAfter+time.Second-1)/time.Second)), 10))
-		}
+		retryAfter(c, err)
 		a.fail(c, err)
 		return
 	}
@@ -356,6 +353,15 @@ func registerAuthMetrics(reg *prometheus.Registry, tokens *auth.Tokens) error {
 		}
 	}
 	return nil
+}
+
+// retryAfter tells a caller refused for its address's failed tokens, in
+// whole seconds, when it may try again.
+func retryAfter(c *gin.Context, err error) {
+	var te *auth.ThrottledError
+	if errors.As(err, &te) {
+		c.Header("Retry-After", strconv.FormatInt(max(1, int64((te.RetryAfter+time.Second-1)/time.Second)), 10))
+	}
 }
 
 // peerAddr is the address a request's failed authentications count

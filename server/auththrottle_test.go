@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/yuebing/yuebing/server/auth"
 )
 
@@ -90,4 +92,43 @@ func TestAuthThrottleHTTP(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+}
+
+// TestAuthThrottleConductor: the standalone conductor's API counts wrong
+// tokens against the same limiter and answers 429 past the burst.
+func TestAuthThrottleConductor(t *testing.T) {
+	toks, err := auth.Parse([]byte(testTokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if toks, err = toks.WithThrottle(auth.ThrottleOptions{
+		Failures: 2, Interval: time.Minute, Now: func() time.Time { return time.Unix(1_000_000, 0) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := gin.New()
+	r.GET("/probe", authenticator(toks), func(c *gin.Context) { c.Status(http.StatusNoContent) })
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	f := func(token string, status int, retryAfter string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/probe", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != status || resp.Header.Get("Retry-After") != retryAfter {
+			t.Fatalf("token %q: %d Retry-After %q, want %d %q", token, resp.StatusCode, resp.Header.Get("Retry-After"), status, retryAfter)
+		}
+	}
+	f(tokAdmin, 204, "")
+	f("wrong-token-0123456789", 401, "")
+	f("wrong-token-0123456789", 401, "")
+	f("wrong-token-0123456789", 429, "60")
+	f(tokAdmin, 429, "60")
 }

@@ -228,8 +228,9 @@ func authenticator(tokens *auth.Tokens) gin.HandlerFunc {
 			}
 			token = strings.TrimSpace(rest)
 		}
-		p, err := tokens.Authenticate(token)
+		p, err := tokens.AuthenticateFrom(peerAddr(c.Request), token)
 		if err != nil {
+			retryAfter(c, err)
 			conductorFail(c, err)
 			return
 		}
