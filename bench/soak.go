@@ -69,6 +69,17 @@ type SoakOptions struct {
 	// removed at the end unless Keep is set or the soak failed.
 	Dir  string
 	Keep bool
+	// Engines is the number of engine simulators (`yuebing engine-sim`)
+	// publishing KV events to a router (`yuebing conductor` with engines)
+	// that RouterWorkers goroutines send OpenAI requests through. Default
+	// 2; negative runs neither.
+	Engines int
+	// EngineKillEvery is the time between kills of an engine, the first
+	// half of it in. Default KillEvery; negative never kills one.
+	EngineKillEvery time.Duration
+	// RouterWorkers is the number of goroutines sending requests through
+	// the router. Default 2.
+	RouterWorkers int
 	// Seed makes the load repeatable. Default 1.
 	Seed uint64
 	// Log receives progress lines. Default io.Discard.
@@ -118,6 +129,15 @@ func (o *SoakOptions) EnsureDefaults() {
 	if o.RestartFor == 0 {
 		o.RestartFor = 60 * time.Second
 	}
+	if o.Engines == 0 {
+		o.Engines = 2
+	}
+	if o.EngineKillEvery == 0 {
+		o.EngineKillEvery = o.KillEvery
+	}
+	if o.RouterWorkers == 0 {
+		o.RouterWorkers = 2
+	}
 	if o.Seed == 0 {
 		o.Seed = 1
 	}
@@ -155,6 +175,9 @@ func (o *SoakOptions) Validate() error {
 	}
 	if o.Workers < 1 || o.Workers > 64 || o.BatchSize < 1 || o.BatchSize > 256 {
 		bad("workers %d (1-64) and batch size %d (1-256)", o.Workers, o.BatchSize)
+	}
+	if o.Engines > 16 || (o.Engines > 0 && (o.RouterWorkers < 1 || o.RouterWorkers > 64)) {
+		bad("engines %d (at most 16) and router workers %d (1-64)", o.Engines, o.RouterWorkers)
 	}
 	if o.Window <= 0 || o.RestartFor <= 0 {
 		bad("window and restart-for must be positive")
@@ -240,8 +263,10 @@ type SoakResult struct {
 	RSSExceeded bool
 	// NodeLog counts the warnings and errors the nodes logged, by node,
 	// level and message ("c: WARN resp: a SET did not reach every node; ...").
-	NodeLog      map[string]int64
-	KillTimes    []time.Duration
+	NodeLog   map[string]int64
+	KillTimes []time.Duration
+	// Router is the router part's figures; nil without engines.
+	Router       *SoakRouter
 	Dir          string
 	Cluster      bool
 	DRAM, SSD    int64
@@ -249,16 +274,18 @@ type SoakResult struct {
 	DurableBytes int64
 }
 
-// Failed says whether the soak found a fault: a corrupt read, a lost write
-// or a node over its memory bound.
+// Failed says whether the soak found a fault: a corrupt read, a lost write,
+// a node over its memory bound, or a fault of the router's (see
+// SoakRouter.Failed).
 func (r *SoakResult) Failed() bool {
-	return r.CorruptReads > 0 || r.LostWrites > 0 || r.RSSExceeded
+	return r.CorruptReads > 0 || r.LostWrites > 0 || r.RSSExceeded || (r.Router != nil && r.Router.Failed())
 }
 
 // soak is one run.
 type soak struct {
 	o     SoakOptions
 	nodes []*soakNode
+	rt    *soakRouter // nil without engines
 	start time.Time
 
 	requests, hits, misses, corrupt, stale atomic.Int64
@@ -298,21 +325,32 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 			return nil, err
 		}
 	}
-	if err := s.startNodes(ctx, dir); err != nil {
+	stop := func() {
 		for _, n := range s.nodes {
 			n.stop()
 		}
+		if s.rt != nil {
+			s.rt.stop()
+		}
+	}
+	if err := s.startNodes(ctx, dir); err != nil {
+		stop()
 		return nil, err
 	}
 	res := s.run(ctx)
 	res.Dir = dir
-	for _, n := range s.nodes {
-		n.stop()
-	}
+	stop()
 	res.NodeLog = map[string]int64{}
 	for _, n := range s.nodes {
 		for msg, c := range logMessages(n.log.Name()) {
 			res.NodeLog[n.name+": "+msg] += c
+		}
+	}
+	if s.rt != nil {
+		for _, p := range append(slices.Clone(s.rt.engines), s.rt.router) {
+			for msg, c := range logMessages(p.log.Name()) {
+				res.NodeLog[p.name+": "+msg] += c
+			}
 		}
 	}
 	if o.Dir == "" && !o.Keep && !res.Failed() {
@@ -372,7 +410,12 @@ func (s *soak) startNodes(ctx context.Context, dir string) error {
 		n.upSince.Store(time.Now().UnixNano())
 	}
 	if o.Cluster {
-		return s.waitCluster(ctx, 60*time.Second)
+		if err := s.waitCluster(ctx, 60*time.Second); err != nil {
+			return err
+		}
+	}
+	if o.Engines > 0 {
+		return s.startRouter(ctx, dir, env)
 	}
 	return nil
 }
@@ -506,6 +549,18 @@ func (s *soak) run(ctx context.Context) *SoakResult {
 	if o.DurableEvery > 0 {
 		wg.Go(func() { s.runDurable(loadCtx) })
 	}
+	if s.rt != nil {
+		for i := range o.RouterWorkers {
+			wg.Go(func() { s.rt.runRouterWorker(loadCtx, i) })
+		}
+		if o.EngineKillEvery > 0 {
+			wg.Go(func() {
+				if err := s.rt.killLoop(ctx, loadCtx); err != nil {
+					s.logf("engine restart failed: %v", err)
+				}
+			})
+		}
+	}
 	sampCtx, stopSampler := context.WithCancel(ctx)
 	var sampWG sync.WaitGroup
 	sampWG.Go(func() { s.sampleRSS(sampCtx) })
@@ -529,6 +584,9 @@ func (s *soak) run(ctx context.Context) *SoakResult {
 		s.corrupt.Add(0)
 	}
 	res := s.result()
+	if s.rt != nil {
+		res.Router = s.rt.result(ctx)
+	}
 	res.MaxDowntime, res.RestartRetries = maxDown, retries
 	if fatal != nil {
 		// A node that cannot come back has lost everything it held.
@@ -563,9 +621,13 @@ func (s *soak) progressLoop(ctx context.Context) {
 		for _, n := range s.nodes {
 			rss = max(rss, n.maxRSS.Load())
 		}
-		s.logf("%d requests (%d errors) in the last window, p99 get %s put %s; totals: %d requests, %d corrupt, %d lost of %d durable checked, max rss %s",
+		router := ""
+		if s.rt != nil {
+			router = fmt.Sprintf("; router: %d requests, %d faults", s.rt.requests.Load(), s.rt.bad5xx.Load()+s.rt.outside503.Load()+s.rt.badAnswers.Load())
+		}
+		s.logf("%d requests (%d errors) in the last window, p99 get %s put %s; totals: %d requests, %d corrupt, %d lost of %d durable checked, max rss %s%s",
 			reqs, errs, p99g.Round(100*time.Microsecond), p99p.Round(100*time.Microsecond),
-			s.requests.Load(), s.corrupt.Load(), s.lost.Load(), s.durChecked.Load(), formatBytes(rss))
+			s.requests.Load(), s.corrupt.Load(), s.lost.Load(), s.durChecked.Load(), formatBytes(rss), router)
 	}
 }
 
@@ -847,6 +909,9 @@ func SoakReport(res *SoakResult) *Report {
 		"working_set_bytes": res.WorkingSet, "put_bytes": res.PutBytes,
 		"p99_get_ms": ms(res.P99Get), "p99_put_ms": ms(res.P99Put), "passed": !res.Failed(),
 	}
+	if rt := res.Router; rt != nil {
+		soakRouterRow(row, rt)
+	}
 	if len(res.NodeLog) > 0 {
 		logged := map[string]any{}
 		for k, v := range res.NodeLog {
@@ -874,3 +939,40 @@ func SoakReport(res *SoakResult) *Report {
 
 // soakRand is a worker's random source.
 func soakRand(seed uint64, id int) *rand.Rand { return rand.New(rand.NewPCG(seed, uint64(id)+1)) }
+
+// soakRouterRow adds the router part's figures to the soak row.
+func soakRouterRow(row Row, rt *SoakRouter) {
+	asAny := func(m map[string]int64) map[string]any {
+		out := map[string]any{}
+		for k, v := range m {
+			out[k] = v
+		}
+		return out
+	}
+	metrics := map[string]any{}
+	for k, v := range rt.RouterMetrics {
+		metrics[k] = v
+	}
+	row["engines"] = rt.Engines
+	row["router_requests"] = rt.Requests
+	row["router_status"] = asAny(rt.Status)
+	row["router_by_kind"] = asAny(rt.ByKind)
+	row["router_served_by"] = asAny(rt.ServedBy)
+	row["router_prefix_hits"] = asAny(rt.PrefixHits)
+	row["router_prefix_tokens"] = rt.PrefixTokens
+	row["router_prompt_tokens"] = rt.PromptTokens
+	row["router_metrics"] = metrics
+	row["engine_kills"] = rt.EngineKills
+	row["engine_restart_retries"] = rt.RestartRetries
+	row["engine_recovered"] = rt.Recovered
+	row["engine_recovered_with_hits"] = rt.RecoveredWithHits
+	row["engine_max_recovery_s"] = rt.MaxRecovery.Seconds()
+	row["router_5xx_not_503"] = rt.Bad5xx
+	row["router_503_outside_outage"] = rt.Outside503
+	row["router_bad_answers"] = rt.BadAnswers
+	row["engine_unrecovered"] = rt.Unrecovered
+	row["router_exited"] = rt.RouterExited
+	if len(rt.Faults) > 0 {
+		row["router_faults"] = strings.Join(rt.Faults, "; ")
+	}
+}

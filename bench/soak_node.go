@@ -324,7 +324,9 @@ func indexBytes(dataDir string) int64 {
 }
 
 // logMessages counts the warning and error lines of a node's log (slog's
-// text format, as --log-level warn writes it) by level and message.
+// text format, as --log-level warn writes it, or the default logger's
+// "2006/01/02 15:04:05 WARN msg k=v", as the router writes it) by level
+// and message.
 func logMessages(path string) map[string]int64 {
 	out := map[string]int64{}
 	f, err := os.Open(path)
@@ -343,6 +345,9 @@ func logMessages(path string) map[string]int64 {
 		case strings.Contains(line, "level=ERROR "):
 			level = "ERROR"
 		default:
+			if level, msg, ok := defaultLogLine(line); ok {
+				out[level+" "+msg]++
+			}
 			continue
 		}
 		msg := "(no msg)"
@@ -356,4 +361,32 @@ func logMessages(path string) map[string]int64 {
 		out[level+" "+msg]++
 	}
 	return out
+}
+
+// defaultLogLine reads a warning or error line of slog's default logger:
+// "2006/01/02 15:04:05 LEVEL message key=value ...", the message being
+// what comes before the first attribute.
+func defaultLogLine(line string) (level, msg string, ok bool) {
+	f := strings.SplitN(line, " ", 4)
+	if len(f) < 4 || len(f[0]) != 10 || f[0][4] != '/' || len(f[1]) != 8 || f[1][2] != ':' {
+		return "", "", false
+	}
+	if level = f[2]; level != "WARN" && level != "ERROR" {
+		return "", "", false
+	}
+	msg = f[3]
+	for i := 0; i < len(msg); i++ {
+		if msg[i] != ' ' {
+			continue
+		}
+		k := msg[i+1:]
+		j := strings.IndexFunc(k, func(r rune) bool {
+			return !(r == '_' || r == '.' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+		})
+		if j > 0 && k[j] == '=' {
+			msg = msg[:i]
+			break
+		}
+	}
+	return level, msg, true
 }

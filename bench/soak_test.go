@@ -7,13 +7,19 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/yuebing/yuebing/client"
+	"github.com/yuebing/yuebing/router"
 )
 
 func TestSoakValue(t *testing.T) {
@@ -145,13 +151,68 @@ time=2026-11-26T11:31:05.622Z level=WARN msg="ssd: no room to keep a pinned bloc
 time=2026-11-26T11:31:06Z level=ERROR msg=boom
 time=2026-11-26T11:31:07Z level=INFO msg="not counted"
 panic: something
+2026/11/27 20:41:07 WARN router: engine failed after the answer started; the client sees a cut stream err="engine e0: unexpected EOF"
+2026/11/27 20:41:08 WARN router: engine failed after the answer started; the client sees a cut stream err=x
+2026/11/27 20:41:09 ERROR router: no engine
+2026/11/27 20:41:09 INFO router: not counted k=v
 `
 	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got := logMessages(path)
-	want := map[string]int64{"WARN ssd: no room to keep a pinned block; dropping it": 2, "ERROR boom": 1}
+	want := map[string]int64{"WARN ssd: no room to keep a pinned block; dropping it": 2, "ERROR boom": 1,
+		"WARN router: engine failed after the answer started; the client sees a cut stream": 2, "ERROR router: no engine": 1}
 	if !maps.Equal(got, want) {
 		t.Fatalf("%v, want %v", got, want)
+	}
+}
+
+// TestSoakRouterOutcomes: the router load's checks tell a whole answer
+// from a cut stream and a malformed body, and count a 5xx other than 503
+// always, a 503 only with every engine up, and a cut answer only with
+// every engine up, as faults.
+func TestSoakRouterOutcomes(t *testing.T) {
+	var answer atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := answer.Load().([2]string)
+		w.Header().Set(router.HeaderEngine, "e1")
+		w.Header().Set(router.HeaderPrefixTokens, "32")
+		code, _ := strconv.Atoi(a[0])
+		w.WriteHeader(code)
+		io.WriteString(w, a[1])
+	}))
+	defer srv.Close()
+	s := &soak{o: SoakOptions{Log: io.Discard}, start: time.Now()}
+	rt := &soakRouter{s: s, url: srv.URL, hc: srv.Client(),
+		status: map[string]int64{}, byKind: map[string]int64{}, servedBy: map[string]int64{}, prefixHits: map[string]int64{}}
+	f := func(code, body string, stream, outage bool, want string, wantFaults int64) {
+		t.Helper()
+		answer.Store([2]string{code, body})
+		if outage {
+			rt.outages.Add(1)
+		}
+		before := rt.bad5xx.Load() + rt.outside503.Load() + rt.badAnswers.Load()
+		rt.call(t.Context(), "completion", completionBody([]int{1, 2, 3}, 1, stream), stream, 3)
+		if outage {
+			rt.outages.Add(-1)
+		}
+		got := rt.bad5xx.Load() + rt.outside503.Load() + rt.badAnswers.Load() - before
+		outcome, _, _, _, _ := rt.exchange(t.Context(), srv.URL+"/v1/completions", nil, stream)
+		if outcome != want || got != wantFaults {
+			t.Errorf("%s %q (stream %v, outage %v): %s and %d faults, want %s and %d", code, body, stream, outage, outcome, got, want, wantFaults)
+		}
+	}
+	f("200", `{"choices":[{"text":"x"}]}`, false, false, "200", 0)
+	f("200", "data: {}\n\ndata: [DONE]\n\n", true, false, "200", 0)
+	f("200", "data: {}\n\n", true, false, "stream_cut", 1)
+	f("200", "data: {}\n\n", true, true, "stream_cut", 0)
+	f("200", `{"choices":[]}`, false, false, "bad_answer", 1)
+	f("429", `{"error":{}}`, false, false, "429", 0)
+	f("503", `{"error":{}}`, false, true, "503", 0)
+	f("503", `{"error":{}}`, false, false, "503", 1)
+	f("502", `{"error":{}}`, false, true, "502", 1)
+	f("500", `{"error":{}}`, false, false, "500", 1)
+	if rt.servedBy["e1"] != 2 || rt.prefixTokens.Load() != 32*10 || rt.promptTokens.Load() != 30 || len(rt.faults) != 5 {
+		t.Errorf("served by %v, prefix tokens %d, prompt tokens %d, faults %q", rt.servedBy, rt.prefixTokens.Load(), rt.promptTokens.Load(), rt.faults)
 	}
 }

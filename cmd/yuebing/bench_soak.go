@@ -18,6 +18,7 @@ func newBenchSoakCmd() *cobra.Command {
 		minValue, maxValue     string
 		plot, binary           string
 		asJSON, noKill, noDura bool
+		engines                int
 	)
 	cmd := &cobra.Command{
 		Use:   "soak",
@@ -28,6 +29,16 @@ HTTP block and object puts and gets, RESP SET/GET and batch puts and gets over a
 working set --overcommit times the nodes' DRAM+SSD capacity, so eviction runs
 throughout. Every --kill-every a node is killed with SIGKILL and restarted on
 its data (in a cluster one that neither hosts etcd nor leads, in turn).
+
+Beside the nodes, --engines (2) engine simulators ("yuebing engine-sim")
+publish vLLM KV events to a router ("yuebing conductor" with engines), and
+--router-workers goroutines send OpenAI completions and chats, streamed and
+not, on a few shared prefixes through it. Every --engine-kill-every (default
+--kill-every, the first half of it in) an engine is killed with SIGKILL and
+restarted on its addresses; it must then serve a request through the router
+again within --restart-for. No answer may be a 5xx other than a 503 while an
+engine is out, or a cut or malformed answer with every engine up, and the
+router's process must never end.
 
 Every value describes itself (slot, version, checksum): a read that returns
 other bytes than the value asked for, or for a rewritten RESP key an older
@@ -41,7 +52,8 @@ Rows: "soak" (requests, errors by kind, corrupt_reads, lost_writes,
 max_rss_bytes against rss_bound_bytes = dram + max in-flight bytes + pebble
 index + 1 GiB, ...), "soak_node" per node and, with --json, "soak_window" per
 --window (p99 latencies). Exits non-zero when a read was corrupt, a write was
-lost or a node went over its memory bound. See docs/benchmarks.md ("Soak").`,
+lost, a node went over its memory bound, or the router failed as above. See
+docs/benchmarks.md ("Soak").`,
 		Example: `  yuebing bench soak --duration 10m --plot soak.png
   yuebing bench soak --duration 10m --cluster --json --plot soak-cluster.png`,
 		Args: cobra.NoArgs,
@@ -71,9 +83,19 @@ lost or a node went over its memory bound. See docs/benchmarks.md ("Soak").`,
 				*s.dst = int(n)
 			}
 			if noKill {
-				o.KillEvery = -1
+				o.KillEvery, o.EngineKillEvery = -1, -1
 			} else if o.KillEvery <= 0 {
 				return usageErrorf("--kill-every: %s, want > 0 (or --no-kill)", o.KillEvery)
+			} else if o.EngineKillEvery < 0 {
+				return usageErrorf("--engine-kill-every: %s, want > 0 (0: --kill-every)", o.EngineKillEvery)
+			}
+			switch {
+			case engines < 0:
+				return usageErrorf("--engines: %d, want 0 (none) or more", engines)
+			case engines == 0:
+				o.Engines = -1
+			default:
+				o.Engines = engines
 			}
 			if noDura {
 				o.DurableEvery = -1
@@ -114,8 +136,13 @@ lost or a node went over its memory bound. See docs/benchmarks.md ("Soak").`,
 				return err
 			}
 			if res.Failed() {
-				return fmt.Errorf("soak failed: %d corrupt reads, %d lost writes, RSS %d of bound %d (data and logs kept in %s)",
-					res.CorruptReads, res.LostWrites, res.MaxRSS, res.RSSBound, res.Dir)
+				router := ""
+				if rt := res.Router; rt != nil && rt.Failed() {
+					router = fmt.Sprintf(", router: %d 5xx other than 503, %d 503s with every engine up, %d cut or bad answers, %d engines not serving after a restart, exited %v",
+						rt.Bad5xx, rt.Outside503, rt.BadAnswers, rt.Unrecovered, rt.RouterExited)
+				}
+				return fmt.Errorf("soak failed: %d corrupt reads, %d lost writes, RSS %d of bound %d%s (data and logs kept in %s)",
+					res.CorruptReads, res.LostWrites, res.MaxRSS, res.RSSBound, router, res.Dir)
 			}
 			return nil
 		},
@@ -140,6 +167,9 @@ lost or a node went over its memory bound. See docs/benchmarks.md ("Soak").`,
 	f.StringVar(&o.Dir, "dir", "", "directory for the nodes' data and logs (default: a temporary one, removed unless the soak fails)")
 	f.BoolVar(&o.Keep, "keep", false, "keep the temporary directory")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the load")
+	f.IntVar(&engines, "engines", 2, "engine simulators behind a router, with OpenAI traffic through it (0: none)")
+	f.DurationVar(&o.EngineKillEvery, "engine-kill-every", 0, "time between kill -9s of an engine (default --kill-every)")
+	f.IntVar(&o.RouterWorkers, "router-workers", 2, "goroutines sending OpenAI requests through the router")
 	f.StringVar(&binary, "binary", "", "yuebing binary to run as the node (default: this one)")
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"results":[...]} instead of a table`)
 	f.StringVar(&plot, "plot", "", "also draw p99 latency and RSS per window, with the kills, to this PNG file")
@@ -156,7 +186,12 @@ func soakTable(r *bench.Report) *bench.Report {
 			for _, k := range []string{"passed", "duration_s", "nodes", "kills", "requests", "hits", "misses", "errors", "errors_by_op", "errors_outside_restarts",
 				"corrupt_reads", "stale_after_restart", "durable_acked", "durable_checked", "lost_writes",
 				"max_rss_bytes", "rss_bound_bytes", "p99_get_ms", "p99_put_ms", "max_downtime_s", "restart_retries",
-				"working_set_bytes", "put_bytes", "node_log", "corrupt_examples", "lost_examples"} {
+				"working_set_bytes", "put_bytes",
+				"engines", "router_requests", "router_status", "router_by_kind", "router_served_by",
+				"router_prefix_hits", "router_prefix_tokens", "router_prompt_tokens", "router_metrics",
+				"engine_kills", "engine_restart_retries", "engine_recovered", "engine_recovered_with_hits", "engine_max_recovery_s",
+				"router_5xx_not_503", "router_503_outside_outage", "router_bad_answers", "engine_unrecovered", "router_exited",
+				"node_log", "corrupt_examples", "lost_examples", "router_faults"} {
 				if v, ok := row[k]; ok {
 					out.Add(bench.Row{"figure": k, "value": v})
 				}

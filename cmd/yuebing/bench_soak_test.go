@@ -15,7 +15,10 @@ import (
 // TestBenchSoak runs the soak briefly on one real node with one kill -9:
 // load of every front end past capacity, a durable write on disk at the
 // kill read back after the restart, no corrupt read, no lost write, memory
-// within its bound.
+// within its bound. Beside it two engine simulators publish KV events to a
+// router that OpenAI requests go through; one engine is killed (at 5 s)
+// and must serve through the router again, no answer may be a 5xx other
+// than a 503 during its outage, and the router must not exit.
 func TestBenchSoak(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -60,6 +63,10 @@ func TestBenchSoak(t *testing.T) {
 		}
 		return v
 	}
+	status, _ := row["router_status"].(map[string]any)
+	if _, ok := status["200"].(float64); !ok {
+		t.Fatalf("no 200 in router_status: %v", row)
+	}
 	for _, c := range []struct {
 		name string
 		ok   bool
@@ -74,6 +81,15 @@ func TestBenchSoak(t *testing.T) {
 		{"RSS within bound", num("max_rss_bytes") <= num("rss_bound_bytes") && row["rss_exceeded"] == false},
 		{"passed", row["passed"] == true},
 		{"latency windows", windows >= 3},
+		{"router requests", num("router_requests") > 0},
+		{"router answers 200", status["200"].(float64) > 0},
+		{"one engine kill", num("engine_kills") == 1},
+		{"the killed engine served through the router again", num("engine_recovered") == 1},
+		{"no 5xx other than 503", num("router_5xx_not_503") == 0},
+		{"no 503 with every engine up", num("router_503_outside_outage") == 0},
+		{"no cut or malformed answers with every engine up", num("router_bad_answers") == 0},
+		{"the router did not exit", row["router_exited"] == false},
+		{"prefix hits", num("router_prefix_tokens") > 0},
 	} {
 		if !c.ok {
 			t.Errorf("%s: %v", c.name, row)
@@ -98,6 +114,10 @@ func TestBenchSoakBadFlags(t *testing.T) {
 		{[]string{"--ssd-capacity", "64MiB"}, "durable block"},
 		{[]string{"--workers", "65"}, "workers"},
 		{[]string{"--overcommit", "-1"}, "overcommit"},
+		{[]string{"--engines", "-1"}, "--engines"},
+		{[]string{"--engine-kill-every", "-1s"}, "--engine-kill-every"},
+		{[]string{"--router-workers", "65"}, "router workers"},
+		{[]string{"--engines", "17"}, "engines 17"},
 	} {
 		root := newRootCmd()
 		var out bytes.Buffer
