@@ -463,7 +463,8 @@ func TestRunRouterRefusesOpenListener(t *testing.T) {
 func TestRouterKeysPerTenant(t *testing.T) {
 	eng := newRestartable(t)
 	tokens, _ := routerTokens(t)
-	s, _ := startRouterServer(t, RouterConfig{Engines: []router.Engine{{ID: "e0", URL: eng.url()}}}, tokens)
+	// A TTL no slow run outlasts: the test reads the speculative entries.
+	s, _ := startRouterServer(t, RouterConfig{SpeculativeTTL: time.Hour, Engines: []router.Engine{{ID: "e0", URL: eng.url()}}}, tokens)
 	prompt := `{"model":"m","prompt":[` + strings.Repeat("7,", 63) + `7]}`
 	hits := func(token string) (string, bool) {
 		t.Helper()
@@ -515,7 +516,7 @@ func TestNodeRouter(t *testing.T) {
 	cfg.HTTP.Listen, cfg.RESP.Listen, cfg.Transfer.Listen, cfg.Shm.Listen = "127.0.0.1:0", "", "", ""
 	cfg.DRAM.Capacity, cfg.SSD.Capacity = 16<<20, 16<<20
 	cfg.Auth.TokensFile = tokensFile
-	cfg.Router = RouterConfig{Model: "m", Namespace: "acme/m", ProbeInterval: 20 * time.Millisecond,
+	cfg.Router = RouterConfig{Model: "m", Namespace: "acme/m", ProbeInterval: 20 * time.Millisecond, SpeculativeTTL: time.Hour,
 		Engines: []router.Engine{{ID: "e0", URL: e0.url()}}}
 	n, err := Start(cfg)
 	if err != nil {
