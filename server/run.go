@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -421,7 +422,10 @@ func newStaging(c ShmConfig, tokens *auth.Tokens, handle func(context.Context, *
 		MaxSessions: c.MaxSessions, MaxOwnerSessions: perTenant, MaxOwnerBytes: perTenantBytes,
 		MaxPending: c.MaxPending, HelloTimeout: c.HelloTimeout, Logger: logger, Handle: handle,
 		Authenticate: func(token string) (string, any, error) {
-			p, err := tokens.Authenticate(token)
+			// Wrong tokens count against the throttle HTTP and Redis share;
+			// a unix socket's peers have no address, so they are one
+			// source, as every local user is behind 127.0.0.1 there.
+			p, err := tokens.AuthenticateFrom(netip.Addr{}, token)
 			return shmOwner(p), p, err
 		},
 	})

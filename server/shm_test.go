@@ -428,3 +428,26 @@ func TestShmTenantQuota(t *testing.T) {
 		}
 	}
 }
+
+// TestShmAuthThrottle: wrong tokens on the staging socket count against
+// the same throttle as HTTP and Redis, so a local user cannot guess
+// tokens there at socket speed; past the allowance the right token is
+// refused too, without being looked at.
+func TestShmAuthThrottle(t *testing.T) {
+	n, _ := startShmNode(t, true, ShmConfig{})
+	addr := n.staging.Addr()
+	failures := 0
+	for range 100 {
+		a := shmHello(t, addr, "not-a-token", 4096)
+		if strings.Contains(a, "too many") {
+			break
+		}
+		failures++
+	}
+	if failures == 0 || failures >= 100 {
+		t.Fatalf("%d wrong tokens were looked at before the throttle answered", failures)
+	}
+	if a := shmHello(t, addr, tokAlpha, 4096); strings.Contains(a, `"session"`) {
+		t.Fatalf("a throttled source got a session: %s", a)
+	}
+}
