@@ -75,6 +75,10 @@ func StartEmbedded(opts EmbedOptions) (*Embedded, error) {
 	cfg.ListenPeerUrls = []url.URL{*pu}
 	cfg.AdvertisePeerUrls = []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(opts.Name)
+	// The only password is the root one, an HMAC of the cluster token:
+	// 256 random-looking bits, which bcrypt's work factor would not make
+	// harder to guess, only every login slower.
+	cfg.BcryptCost = 4 // bcrypt.MinCost
 	// etcd logs through zap; its errors at shutdown are noise next to the
 	// node's own log, so it stays quiet.
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
@@ -96,7 +100,7 @@ func StartEmbedded(opts EmbedOptions) (*Embedded, error) {
 	}
 	m := &Embedded{e: e, endpoint: "http://" + e.Clients[0].Addr().String()}
 	if opts.RootPassword != "" {
-		if err := m.enableAuth(ctx, opts.RootPassword); err != nil {
+		if err := m.enableAuth(ctx, opts.StartTimeout, opts.RootPassword); err != nil {
 			e.Close()
 			return nil, err
 		}
@@ -111,13 +115,13 @@ const rootUser = "root"
 
 // enableAuth turns on authentication with the root user, or checks that a
 // server where it is already on (an earlier run) takes this password.
-func (m *Embedded) enableAuth(ctx context.Context, password string) error {
+func (m *Embedded) enableAuth(ctx context.Context, timeout time.Duration, password string) error {
 	// Logged in as root from the start: against a server without
 	// authentication the login is skipped; against one with it, a wrong
 	// password fails here.
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: []string{m.endpoint}, Username: rootUser, Password: password,
-		DialTimeout: 10 * time.Second, Logger: zap.NewNop(), Context: ctx,
+		DialTimeout: timeout, Logger: zap.NewNop(), Context: ctx,
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: embedded etcd: logging in as %s with the password the cluster token gives (a data directory made with another token?): %w", rootUser, err)

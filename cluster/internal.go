@@ -3,14 +3,11 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/yuebing/yuebing/block"
@@ -20,8 +17,8 @@ import (
 
 // The internal API is how nodes talk to each other: plain HTTP on each
 // node's HTTP listener under /internal/v1, authenticated with the cluster
-// token (Authorization: Bearer TOKEN), which is separate from the tenants'
-// tokens. Reports are binary (see report.go); everything else is small
+// token, which is separate from the tenants' tokens: nodes sign their
+// requests with it (trust.go), tools may send Authorization: Bearer TOKEN. Reports are binary (see report.go); everything else is small
 // JSON. docs/cluster.md lists the endpoints.
 
 // Request and answer bodies.
@@ -85,12 +82,9 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: no internal route %s %s", tier.ErrNotFound, r.Method, r.URL.Path))
 	})
-	want := sha256.Sum256([]byte(n.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		got := sha256.Sum256([]byte(tok))
-		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			writeError(w, fmt.Errorf("%w: the internal API needs the cluster token", ErrUnauthorized))
+		if err := n.authenticate(r, time.Now(), max(maxJSON, maxReportBody)); err != nil {
+			writeError(w, err)
 			return
 		}
 		if !n.started.Load() || n.closed.Load() {
@@ -155,7 +149,7 @@ func (n *Node) post(ctx context.Context, addr, path string, body []byte, out any
 	if err != nil {
 		return fmt.Errorf("%w: a bad address", ErrUnreachable)
 	}
-	req.Header.Set("Authorization", "Bearer "+n.opts.Token)
+	n.sign(req, body)
 	resp, err := n.client.Do(req)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {

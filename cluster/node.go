@@ -69,6 +69,8 @@ type Node struct {
 	pfx  string // etcd key prefix, ending in '/'
 	// recordKey signs and checks member records and campaigns (trust.go).
 	recordKey []byte
+	// requestKey signs and checks internal requests (trust.go).
+	requestKey []byte
 
 	etcd    *clientv3.Client
 	id      uint32
@@ -165,13 +167,14 @@ func New(opts Options, store *tier.Hierarchy) (*Node, error) {
 			MaxIdleConnsPerHost:   64,
 			IdleConnTimeout:       90 * time.Second,
 		}},
-		pfx:       "/yuebing/" + opts.Cluster + "/",
-		recordKey: deriveKey(opts.Token, purposeRecords),
-		recent:    recent,
-		locs:      locs,
-		tomb:      tomb,
-		fetches:   semaphore.NewWeighted(int64(opts.MaxFetches)),
-		bytes:     semaphore.NewWeighted(opts.MaxFetchBytes),
+		pfx:        "/yuebing/" + opts.Cluster + "/",
+		recordKey:  deriveKey(opts.Token, purposeRecords),
+		requestKey: deriveKey(opts.Token, purposeRequests),
+		recent:     recent,
+		locs:       locs,
+		tomb:       tomb,
+		fetches:    semaphore.NewWeighted(int64(opts.MaxFetches)),
+		bytes:      semaphore.NewWeighted(opts.MaxFetchBytes),
 	}
 	n.mu.members = map[uint32]Member{}
 	n.desired.init(opts.MaxPending * 4)

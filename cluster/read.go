@@ -422,7 +422,7 @@ func (n *Node) sendRaw(ctx context.Context, c *http.Client, m Member, path strin
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s has a bad address", ErrUnreachable, m.Name)
 	}
-	req.Header.Set("Authorization", "Bearer "+n.opts.Token)
+	n.sign(req, body)
 	resp, err := c.Do(req)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {

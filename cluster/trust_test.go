@@ -4,8 +4,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +26,14 @@ type sink struct {
 	addr string
 	mu   sync.Mutex
 	reqs []string // method, path and Authorization of each request
+	raw  []sunk
+}
+
+// sunk is a request as the sink received it.
+type sunk struct {
+	method, path string
+	header       http.Header
+	body         []byte
 }
 
 func newSink(t *testing.T) *sink {
@@ -32,8 +44,10 @@ func newSink(t *testing.T) *sink {
 	}
 	s := &sink{addr: ln.Addr().String()}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
 		s.reqs = append(s.reqs, r.Method+" "+r.URL.Path+" Authorization: "+r.Header.Get("Authorization"))
+		s.raw = append(s.raw, sunk{r.Method, r.URL.Path, r.Header.Clone(), body})
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{}`))
@@ -241,4 +255,110 @@ func FuzzUnseal(f *testing.F) {
 
 func hmacEqualHex(h string, mac []byte) bool {
 	return h == hex.EncodeToString(mac)
+}
+
+// Whoever stands at a member's address (one that took over the port of a
+// node that died, or listens on the wire) learns no credential from the
+// requests nodes send: they are signed with the token, not carrying it;
+// and what it captured does not pass with another body, or late.
+func TestInternalRequestsCarryNoToken(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	c.waitFormed()
+	n := c.nodes[0].n
+	const token = "test-cluster-token"
+	squat := newSink(t)
+	val, err := n.seal(n.key("members", "7"), Member{ID: 7, Name: "gone", Addrs: Addrs{HTTP: squat.addr, Transfer: squat.addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdPut(t, c.etcd.Endpoint(), n.key("members", "7"), val)
+	eventually(t, 10*time.Second, func() error {
+		if len(n.Members()) != 2 {
+			return fmt.Errorf("%d members", len(n.Members()))
+		}
+		return nil
+	})
+	n.Deleted(t.Context(), testKey(1))
+	n.ForgetName(t.Context(), "acme/m", "k", 1)
+	squat.mu.Lock()
+	got := slices.Clone(squat.raw)
+	squat.mu.Unlock()
+	if len(got) == 0 {
+		t.Fatal("the member's address received nothing")
+	}
+	for _, r := range got {
+		for name, vs := range r.header {
+			for _, v := range vs {
+				if strings.Contains(v, token) {
+					t.Errorf("%s %s carries the cluster token in %s: %q", r.method, r.path, name, v)
+				}
+			}
+		}
+	}
+	// A captured request, sent to a node with another body: refused.
+	r := got[0]
+	send := func(body []byte, hdr http.Header) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), r.method, "http://"+c.nodes[0].addr+r.path, strings.NewReader(string(body)))
+		req.Header = hdr
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := send([]byte(`{"keys":[]}`), r.header.Clone()); st != http.StatusUnauthorized {
+		t.Errorf("a captured request with another body: %d, want 401", st)
+	}
+	// Another path under the same signature: refused.
+	r.path = "/internal/v1/has"
+	if st := send(r.body, r.header.Clone()); st != http.StatusUnauthorized {
+		t.Errorf("a captured request to another path: %d, want 401", st)
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	n := &Node{opts: Options{Token: "tok-0123456789abcdef"}, requestKey: deriveKey("tok-0123456789abcdef", purposeRequests)}
+	other := &Node{requestKey: deriveKey("another-token", purposeRequests)}
+	now := time.Now()
+	signed := func(signer *Node, body string) *http.Request {
+		req, _ := http.NewRequest("POST", "http://127.0.0.1:1/internal/v1/has", strings.NewReader(body))
+		signer.sign(req, []byte(body))
+		return req
+	}
+	f := func(name string, req *http.Request, at time.Time, want error) {
+		t.Helper()
+		err := n.authenticate(req, at, 16)
+		if want == nil && err != nil || want != nil && !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", name, err, want)
+		}
+	}
+	f("signed", signed(n, `{"keys":[]}`), now, nil)
+	f("late", signed(n, `{}`), now.Add(MaxClockSkew+time.Second), ErrUnauthorized)
+	f("early", signed(n, `{}`), now.Add(-MaxClockSkew-time.Second), ErrUnauthorized)
+	f("another token", signed(other, `{}`), now, ErrUnauthorized)
+	f("body over the bound", signed(n, strings.Repeat("x", 17)), now, ErrBadRequest)
+	req := signed(n, `{}`)
+	req.Header.Set(HeaderBodySHA256, strings.Repeat("0", 64))
+	f("another digest", req, now, ErrUnauthorized)
+	req = signed(n, `{}`)
+	req.Body = io.NopCloser(strings.NewReader(`{"x":1}`))
+	f("another body", req, now, ErrUnauthorized)
+	for _, h := range []string{"", "Bearer wrong", "Yuebing-HMAC", "Yuebing-HMAC x:y", "Yuebing-HMAC 1:zz", "Basic abc"} {
+		req := signed(n, `{}`)
+		req.Header.Set("Authorization", h)
+		f(fmt.Sprintf("Authorization %q", h), req, now, ErrUnauthorized)
+	}
+	req = signed(n, `{}`)
+	req.Header.Set("Authorization", "Bearer tok-0123456789abcdef")
+	f("the token itself", req, now, nil)
+	// The body reads as it was sent after the check.
+	req = signed(n, `{"keys":[]}`)
+	if err := n.authenticate(req, now, 16); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(req.Body); string(b) != `{"keys":[]}` {
+		t.Errorf("body after the check %q", b)
+	}
 }
