@@ -90,6 +90,8 @@ var (
 		"Gaps the replay socket could not fill; the engine's view was reset.", []string{"engine"}, nil)
 	descMalformed = prometheus.NewDesc("yuebing_router_events_malformed_total",
 		"KV event messages or batches that could not be decoded and were skipped.", []string{"engine"}, nil)
+	descRejected = prometheus.NewDesc("yuebing_router_event_peers_rejected_total",
+		"ZMQ peers of an engine's KV event sockets dropped for breaking the framing or its limits, or refused past the connections a bound endpoint holds.", []string{"engine"}, nil)
 	descRestarts = prometheus.NewDesc("yuebing_router_engine_restarts_total",
 		"Engine restarts seen in KV event sequence numbers.", []string{"engine"}, nil)
 	descSpec = prometheus.NewDesc("yuebing_router_speculative_entries",
@@ -98,7 +100,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLag, descEvents, descUnkeyed, descGaps, descUnrecovered, descMalformed, descRestarts, descSpec} {
+	for _, d := range []*prometheus.Desc{descLag, descEvents, descUnkeyed, descGaps, descUnrecovered, descMalformed, descRejected, descRestarts, descSpec} {
 		ch <- d
 	}
 }
@@ -121,6 +123,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descGaps, prometheus.CounterValue, float64(s.Gaps.Load()), e.ID)
 		ch <- prometheus.MustNewConstMetric(descUnrecovered, prometheus.CounterValue, float64(s.Unrecovered.Load()), e.ID)
 		ch <- prometheus.MustNewConstMetric(descMalformed, prometheus.CounterValue, float64(s.Malformed.Load()), e.ID)
+		ch <- prometheus.MustNewConstMetric(descRejected, prometheus.CounterValue, float64(s.Rejected.Load()), e.ID)
 		ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(s.Restarts.Load()), e.ID)
 	}
 	ch <- prometheus.MustNewConstMetric(descSpec, prometheus.GaugeValue, float64(m.r.specCount.Load()))
