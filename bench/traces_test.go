@@ -7,41 +7,15 @@ import (
 	"testing"
 )
 
-// tracePath locates a published Mooncake trace: in $YUEBING_TRACES if set,
-// else in ../shared/traces beside the module root. Traces are not part of
-// the repository; tests that need one skip when it is absent.
+// tracePath locates a published Mooncake trace in the repository's traces/
+// folder (traces/README.md); tests run in the package's directory.
 func tracePath(t testing.TB, file string) string {
 	t.Helper()
-	dir := os.Getenv("YUEBING_TRACES")
-	if dir == "" {
-		root, err := moduleRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = filepath.Join(root, "..", "shared", "traces")
-	}
-	p := filepath.Join(dir, file)
+	p := filepath.Join("..", "traces", file)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("trace %s is not available (%v); set YUEBING_TRACES to the folder with the Mooncake traces", file, err)
+		t.Fatalf("trace %s: %v", file, err)
 	}
 	return p
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", os.ErrNotExist
-		}
-		dir = parent
-	}
 }
 
 var (

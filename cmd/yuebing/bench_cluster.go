@@ -48,8 +48,8 @@ every --every-th sample row, --json all. See docs/cluster.md.
 The GET and put measurements run on nodes started from this binary as
 processes of their own, as in a deployment (--in-process: in this process,
 as the replays).`,
-		Example: `  yuebing bench cluster --trace ../shared/traces/conversation_trace.jsonl --requests 3000
-  yuebing bench cluster --trace synthetic_trace.jsonl --nodes 4 --hot-hits 8 --json`,
+		Example: `  yuebing bench cluster --trace traces/conversation_trace.jsonl --requests 3000
+  yuebing bench cluster --trace traces/synthetic_trace.jsonl --nodes 4 --hot-hits 8 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if trace == "" {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -13,14 +12,7 @@ import (
 // TestBenchClusterProcesses runs `yuebing bench cluster` small: its GET and
 // put measurements on node processes started from the binary.
 func TestBenchClusterProcesses(t *testing.T) {
-	dir := os.Getenv("YUEBING_TRACES")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "traces")
-	}
-	trace := filepath.Join(dir, "conversation_trace.jsonl")
-	if _, err := os.Stat(trace); err != nil {
-		t.Skipf("trace %s is not available (%v); set YUEBING_TRACES to the folder with the Mooncake traces", trace, err)
-	}
+	trace := filepath.Join("..", "..", "traces", "conversation_trace.jsonl")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, "bench", "cluster", "--trace", trace, "--requests", "60", "--nodes", "2",

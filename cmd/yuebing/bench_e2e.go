@@ -45,9 +45,9 @@ Without --addr a node is started in this process on a free loopback port.
 
 With --router the sample is replayed through the conductor's router instead
 (see --router).`,
-		Example: `  yuebing bench e2e --trace conversation_trace.jsonl --quick
-  yuebing bench e2e --trace conversation_trace.jsonl --requests 300 --json --plot e2e.png
-  yuebing bench e2e --router --trace conversation_trace.jsonl --quick --json --plot e2e-router.png`,
+		Example: `  yuebing bench e2e --trace traces/conversation_trace.jsonl --quick
+  yuebing bench e2e --trace traces/conversation_trace.jsonl --requests 300 --json --plot e2e.png
+  yuebing bench e2e --router --trace traces/conversation_trace.jsonl --quick --json --plot e2e-router.png`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Trace == "" {

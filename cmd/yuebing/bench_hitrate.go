@@ -32,7 +32,7 @@ blocks are inserted or touched, first to last. Beside the policies, every run
 reports two bounds: "unbounded" (infinite space, capacity_tokens 0) and
 "belady" (Belady's offline MIN at each capacity). Policy rows carry LRU at the
 same capacity as their baseline. See docs/policies.md.`,
-		Example: `  yuebing bench hitrate --trace conversation_trace.jsonl --capacity 1M,3M,10M,50M
+		Example: `  yuebing bench hitrate --trace traces/conversation_trace.jsonl --capacity 1M,3M,10M,50M
   yuebing bench hitrate --trace a.jsonl,b.jsonl --policy lru,s3fifo --json --plot hitrate.png`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

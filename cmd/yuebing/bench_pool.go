@@ -24,7 +24,7 @@ longest cached prefix, and as one global pool of N x C tokens with hits across
 nodes (what a yuebing cluster provides). Reports hit rate and prefill compute
 saved; the best-prefix local setup is the baseline. The defaults are the
 paper's setup: 10 nodes of 3M tokens.`,
-		Example: `  yuebing bench pool --trace conversation_trace.jsonl,synthetic_trace.jsonl`,
+		Example: `  yuebing bench pool --trace traces/conversation_trace.jsonl,traces/synthetic_trace.jsonl`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(traces) == 0 {

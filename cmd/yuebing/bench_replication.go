@@ -42,8 +42,8 @@ fetches. The replicated run has the unreplicated one as its baseline; ratio is
 its local share over the baseline's. Sample rows follow, with replicas_rankN
 (the key at rank N) and mean_topN (the mean over the top N keys); the table
 shows every --every-th of them, --json all. See docs/cluster.md.`,
-		Example: `  yuebing bench replication --trace conversation_trace.jsonl,synthetic_trace.jsonl
-  yuebing bench replication --trace conversation_trace.jsonl --hot-hits 4 --plot replication.png --json`,
+		Example: `  yuebing bench replication --trace traces/conversation_trace.jsonl,traces/synthetic_trace.jsonl
+  yuebing bench replication --trace traces/conversation_trace.jsonl --hot-hits 4 --plot replication.png --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(traces) == 0 {

@@ -37,8 +37,8 @@ With only --trace it runs the default suite: every policy without rejection at
 the trace's pace (16 instances, P/D 1:1), then cache-global with none, early
 and predicted rejection at --overload-speed. With --policy or --rejection it
 runs their cross product at --speed.`,
-		Example: `  yuebing bench sched --trace conversation_trace.jsonl --plot sched.png
-  yuebing bench sched --trace conversation_trace.jsonl --policy cache-global --rejection early,predicted --speed 3 --json`,
+		Example: `  yuebing bench sched --trace traces/conversation_trace.jsonl --plot sched.png
+  yuebing bench sched --trace traces/conversation_trace.jsonl --policy cache-global --rejection early,predicted --speed 3 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if trace == "" {
