@@ -61,6 +61,99 @@ func TestPython(t *testing.T) {
 	}
 }
 
+// TestPythonInstall runs the install docs/python.md documents, `pip install
+// ./python` in a fresh venv of Debian's python3, with no package index, so
+// that a build needing anything from the network fails; then imports the
+// installed copy from outside the tree, and checks that its version is the
+// one pip recorded. pip install -e installs the tree itself.
+func TestPythonInstall(t *testing.T) {
+	if _, err := os.Stat(debianPython); err != nil {
+		t.Skipf("%s is absent: the install test needs it (apt-get install python3 python3-venv)", debianPython)
+	}
+	if testing.Short() {
+		t.Skip("-short: the install test is left to the full run")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	touchPython(t, filepath.Join(root, "python"))
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PIP_") && !strings.HasPrefix(kv, "PYTHON") && !strings.HasPrefix(kv, "VIRTUAL_ENV=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "PIP_NO_INDEX=1", "PIP_CONFIG_FILE=/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK=1",
+		"PIP_NO_CACHE_DIR=1", "PYTHONDONTWRITEBYTECODE=1")
+	sh := func(t *testing.T, dir string, name string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), name, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	// Where `import yuebing` resolves, and whether its version is the
+	// installed distribution's; run outside the tree.
+	const probe = "import importlib.metadata, yuebing; " +
+		"assert yuebing.__version__ == importlib.metadata.version('yuebing'), importlib.metadata.version('yuebing'); " +
+		"print(yuebing.__file__)"
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{{"venv", nil}, {"system-site-packages", []string{"--system-site-packages"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tmp := t.TempDir()
+			venv := filepath.Join(tmp, "venv")
+			cmd := exec.CommandContext(t.Context(), debianPython, append([]string{"-m", "venv"}, append(tc.args, venv)...)...)
+			cmd.Dir, cmd.Env = tmp, env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				// Debian's python3 makes venvs with pip only where
+				// python3-venv is installed; it says so through ensurepip.
+				if strings.Contains(string(out), "ensurepip") {
+					t.Skipf("python3-venv is absent (apt-get install python3-venv): %v\n%s", err, out)
+				}
+				t.Fatalf("python3 -m venv: %v\n%s", err, out)
+			}
+			pip, python := filepath.Join(venv, "bin", "pip"), filepath.Join(venv, "bin", "python")
+
+			sh(t, root, pip, "install", "./python")
+			// Paths compared with links resolved: the .pth of an editable
+			// install holds the tree's resolved path.
+			real := func(path string) string {
+				t.Helper()
+				r, err := filepath.EvalSymlinks(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			got := real(strings.TrimSpace(sh(t, tmp, python, "-c", probe)))
+			if want := real(venv) + string(filepath.Separator); !strings.HasPrefix(got, want) {
+				t.Fatalf("import yuebing found %s, not the copy installed under %s", got, want)
+			}
+			if tc.args != nil {
+				return
+			}
+			sh(t, root, pip, "install", "-e", "./python")
+			got = real(strings.TrimSpace(sh(t, tmp, python, "-c", probe)))
+			if want := real(filepath.Join(root, "python", "yuebing", "__init__.py")); got != want {
+				t.Fatalf("after pip install -e, import yuebing found %s, want %s", got, want)
+			}
+			sh(t, root, pip, "uninstall", "-y", "yuebing")
+			cmd = exec.Command(python, "-c", "import yuebing")
+			cmd.Dir, cmd.Env = tmp, env
+			if out, err := cmd.CombinedOutput(); err == nil {
+				t.Fatalf("yuebing still imports after pip uninstall:\n%s", out)
+			}
+		})
+	}
+}
+
 // TestBenchPython runs `yuebing bench python` on one small size: one JSON
 // object with a row per op and path, each against the raw socket of the
 // same run.
