@@ -151,7 +151,7 @@ docs/benchmarks.md ("Soak").`,
 	f.DurationVar(&o.Duration, "duration", 10*time.Minute, "how long the load runs")
 	f.BoolVar(&o.Cluster, "cluster", false, "three nodes (embedded etcd on the first) instead of one")
 	f.DurationVar(&o.KillEvery, "kill-every", 60*time.Second, "time between kill -9s of a node")
-	f.BoolVar(&noKill, "no-kill", false, "never kill a node")
+	f.BoolVar(&noKill, "no-kill", false, "never kill a node or an engine")
 	f.StringVar(&dram, "dram-capacity", "64MiB", "DRAM tier of each node")
 	f.StringVar(&ssd, "ssd-capacity", "256MiB", "SSD tier of each node")
 	f.StringVar(&inflight, "max-inflight-bytes", "256MiB", "limits.max_inflight_bytes of each node (part of the RSS bound)")
