@@ -167,6 +167,7 @@ func (a *API) batchGet(c *gin.Context) {
 		tierBits := uint32(frame.TierRemote)
 		if r := remote[i]; r != nil {
 			remote[i] = nil
+			a.store.Missed() // of this node's store, as Fetch counts it
 			h = a.visibleRemote(p, t, r)
 		} else {
 			h, tierBits, err = a.batchBlock(ctx, p, t)
@@ -220,9 +221,10 @@ func (a *API) batchBlock(ctx context.Context, p auth.Principal, t target) (*tier
 		return a.fetchForBatch(ctx, p, t), frame.TierRemote, nil
 	}
 	if _, _, err := a.visible(p, t); err != nil {
+		a.store.Missed()
 		return nil, 0, nil
 	}
-	h, level, err := a.store.Get(ctx, t.key)
+	h, level, err := a.store.Get(ctx, t.key) // counts the hit or miss
 	switch {
 	case errors.Is(err, tier.ErrNotFound), errors.Is(err, tier.ErrCorrupt):
 		return nil, 0, nil

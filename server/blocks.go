@@ -338,6 +338,9 @@ func (a *API) readBlock(c *gin.Context, object, head bool) {
 	level := -1
 	if needsCheck(p, t) || head {
 		if info, level, err = a.visible(p, t); err != nil {
+			if !head {
+				a.store.Missed() // a HEAD is a lookup, not a read
+			}
 			a.fail(c, err)
 			return
 		}
@@ -362,6 +365,7 @@ func (a *API) readBlock(c *gin.Context, object, head bool) {
 	// of the arena and cost no heap.
 	e, ok := a.store.Lookup(t.key)
 	if !ok {
+		a.store.Missed()
 		a.fail(c, notFound(t))
 		return
 	}
@@ -373,7 +377,7 @@ func (a *API) readBlock(c *gin.Context, object, head bool) {
 		}
 		defer release()
 	}
-	h, level, err := a.store.Get(ctx, t.key)
+	h, level, err := a.store.Get(ctx, t.key) // counts the hit or miss
 	if err != nil {
 		if errors.Is(err, tier.ErrNotFound) {
 			err = notFound(t)

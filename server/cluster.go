@@ -560,6 +560,7 @@ func (a *API) publish(ctx context.Context, keys ...block.Key) {
 func (a *API) readRemote(c *gin.Context, t target, head bool) {
 	if !head && c.GetHeader("Range") == "" {
 		if err := a.relay(c, t); !errors.Is(err, cluster.ErrNotRelayed) {
+			a.store.Missed() // of this node's store, as Fetch counts it
 			if err != nil && !c.Writer.Written() {
 				if errors.Is(err, tier.ErrNotFound) {
 					err = notFound(t)

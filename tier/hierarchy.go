@@ -165,6 +165,10 @@ type Hierarchy struct {
 
 type tierCounters struct {
 	demotions, promotions atomic.Int64
+	// skipped counts reads the tier could not serve that never reached
+	// it: the index said it held no copy. They are the tier's misses
+	// beside those its own Get counts.
+	skipped atomic.Int64
 }
 
 // demotion is a block on its way from tier level to level+1.
@@ -483,12 +487,13 @@ func (h *Hierarchy) getLocal(ctx context.Context, key block.Key) (*Handle, int, 
 	}
 	e, ok := h.ix.Get(key)
 	if !ok {
-		h.misses.Add(1)
+		h.Missed()
 		return nil, -1, ErrNotFound
 	}
 	var corrupt error
 	for level, t := range h.tiers {
 		if !e.Tiers.Has(level) {
+			h.counters[level].skipped.Add(1)
 			continue
 		}
 		hd, err := t.Get(ctx, key)
@@ -527,6 +532,18 @@ func (h *Hierarchy) inflightHandle(key block.Key, level int) *Handle {
 		return d.h.Clone()
 	}
 	return nil
+}
+
+// Missed counts a read of a block that found nothing without calling Get:
+// a front end whose own records (a tenant's namespace, a name's expiry)
+// answer before the store is read. It is a miss of the store and of every
+// tier, as a Get that finds nothing is. A front end calls it at most once
+// per read, and never for a read whose Get it made.
+func (h *Hierarchy) Missed() {
+	h.misses.Add(1)
+	for level := range h.tiers {
+		h.counters[level].skipped.Add(1)
+	}
 }
 
 // Lookup returns what the index knows of a block, without touching a tier.
@@ -899,7 +916,10 @@ type HierarchyStats struct {
 	Tiers []Stats `json:"tiers"`
 	// Blocks is the number of distinct blocks stored.
 	Blocks int64 `json:"blocks"`
-	// Hits and Misses count Gets of the whole hierarchy.
+	// Hits and Misses count reads of the whole hierarchy: Gets, and the
+	// reads front ends report with Missed. A tier's Misses are the reads
+	// that reached it or passed it by without being served there: a read
+	// served from the second tier is a miss of the first.
 	Hits   int64 `json:"hits"`
 	Misses int64 `json:"misses"`
 	// DroppedDemotions counts evicted blocks dropped because the demotion
@@ -919,6 +939,7 @@ func (h *Hierarchy) Stats() HierarchyStats {
 		ts := t.Stats()
 		ts.Demotions = h.counters[level].demotions.Load()
 		ts.Promotions = h.counters[level].promotions.Load()
+		ts.Misses += h.counters[level].skipped.Load()
 		st.Tiers = append(st.Tiers, ts)
 	}
 	return st

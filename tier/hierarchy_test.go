@@ -513,3 +513,34 @@ func TestSlowSSDPutBlocksOnlyItsKey(t *testing.T) {
 		t.Error("a key deleted during the slow write is still stored")
 	}
 }
+
+// A read is a hit or a miss of the store once, and a miss of every tier
+// above the one serving it: of every tier when nothing serves it, whether
+// Get found nothing or a front end reported the miss with Missed.
+func TestMissesCountedPerTier(t *testing.T) {
+	h := newHierarchy(t, hcfg{dram: 1 << 20, ssd: 16 << 20})
+	k := tiertest.Key(1)
+	v := tiertest.Value(k, 3<<20) // larger than DRAM: stored on SSD only
+	put(t, h, k, v)
+	f := func(wantHits, wantMisses int64, wantTiers [][2]int64) {
+		t.Helper()
+		st := h.Stats()
+		if st.Hits != wantHits || st.Misses != wantMisses {
+			t.Fatalf("store hits/misses %d/%d, want %d/%d", st.Hits, st.Misses, wantHits, wantMisses)
+		}
+		for i, ts := range st.Tiers {
+			if got := [2]int64{ts.Hits, ts.Misses}; got != wantTiers[i] {
+				t.Fatalf("tier %s hits/misses %v, want %v", ts.Name, got, wantTiers[i])
+			}
+		}
+	}
+	f(0, 0, [][2]int64{{0, 0}, {0, 0}})
+	get(t, h, k, v)
+	f(1, 0, [][2]int64{{0, 1}, {1, 0}})
+	if _, _, err := h.Get(t.Context(), tiertest.Key(2)); !errors.Is(err, tier.ErrNotFound) {
+		t.Fatalf("Get of a missing block: %v", err)
+	}
+	f(1, 1, [][2]int64{{0, 2}, {1, 1}})
+	h.Missed()
+	f(1, 2, [][2]int64{{0, 3}, {1, 2}})
+}

@@ -83,8 +83,12 @@ func (c *conn) findRemote(name []byte) *entry {
 
 // openRemote is open for a key this node does not have. A failed read
 // from the other node (it died, evicted the block, replaced the key) is a
-// miss, as a cache's is.
-func (c *conn) openRemote(name []byte) (*tier.Handle, *entry, string) {
+// miss, as a cache's is. Either way the read missed this node's store:
+// storeCounted says the store's Get already counted that.
+func (c *conn) openRemote(name []byte, storeCounted bool) (*tier.Handle, *entry, string) {
+	if !storeCounted {
+		c.s.store.Missed()
+	}
 	e := c.findRemote(name)
 	if e == nil {
 		c.s.stats.misses.Add(1)
@@ -119,12 +123,15 @@ func (s *Server) LocalName(namespace, name string) (RemoteKey, bool) {
 
 // open finds a key and pins its value. A block that vanished between the
 // table lookup and the read was replaced (look again) or evicted (the key
-// is gone). msg is set on a store failure.
+// is gone). msg is set on a store failure. Each call is one keyspace hit
+// or miss, and one hit or miss of the store, so INFO's keyspace figures
+// and the store's agree on what this front end read.
 func (c *conn) open(name []byte) (h *tier.Handle, e *entry, msg string) {
+	storeCounted := false // the store's Get counted a miss
 	for range 4 {
 		e = c.find(name)
 		if e == nil {
-			return c.openRemote(name)
+			return c.openRemote(name, storeCounted)
 		}
 		release, msg := c.s.admitRead(e.bkey, e.size)
 		if msg != "" {
@@ -141,6 +148,7 @@ func (c *conn) open(name []byte) (h *tier.Handle, e *entry, msg string) {
 		if !errors.Is(err, tier.ErrNotFound) && !errors.Is(err, tier.ErrCorrupt) {
 			return nil, nil, storeError(err, 0)
 		}
+		storeCounted = true
 		c.s.ks.swap(e.key, e, nil) // fails if replaced meanwhile
 	}
 	c.s.stats.misses.Add(1)
