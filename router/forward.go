@@ -40,7 +40,12 @@ func (r *Router) Serve(ctx context.Context, kind Kind, body []byte, w http.Respo
 			p, err = r.Decide(ctx, prev(last))
 		}
 		if err != nil {
-			if attempt > 0 && (errors.Is(err, ErrNoEngine) || errors.Is(err, ErrOverloaded)) {
+			if attempt > 0 && errors.Is(err, ErrNoEngine) {
+				// The probe took the failed engine out and none is left:
+				// an outage (503), not an engine's answer.
+				return fmt.Errorf("%w (the last one failed: %v)", err, last)
+			}
+			if attempt > 0 && errors.Is(err, ErrOverloaded) {
 				return fmt.Errorf("%w: %w (and %w)", ErrUpstream, last, err)
 			}
 			return err
@@ -242,7 +247,7 @@ func (r *Router) failed(ctx context.Context, id string, err error) error {
 	}
 	r.m.failures.WithLabelValues(id).Inc()
 	if e := r.engines[id]; e != nil {
-		r.probe(ctx, e)
+		r.probeSince(ctx, e, time.Now())
 	}
 	return &engineError{engine: id, err: err}
 }

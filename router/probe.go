@@ -52,15 +52,16 @@ func (r *Router) probeLoop(ctx context.Context, e *engine) {
 // a request's failure can be the request's (one poison prompt retried
 // around would take every engine out). Calls for one engine at once share
 // one probe; each returns when it is decided, or ctx ends.
-func (r *Router) probe(ctx context.Context, e *engine) {
+func (r *Router) probe(ctx context.Context, e *engine) time.Time {
 	ch := r.probes.DoChan(e.ID, func() (any, error) {
+		start := time.Now()
 		// The first caller's context bounds the shared probe; a decision
 		// made after it ended is not made.
 		pctx, cancel := context.WithTimeout(ctx, min(r.opts.ProbeInterval/probeTimeoutFrac, maxProbeTimeout))
 		vals, err := r.scrape(pctx, e.URL+"/metrics")
 		cancel()
 		if ctx.Err() != nil {
-			return nil, nil
+			return start, nil
 		}
 		if err != nil {
 			failed := e.probeFailed.Add(1)
@@ -69,18 +70,33 @@ func (r *Router) probe(ctx context.Context, e *engine) {
 			} else {
 				r.m.probeMisses.WithLabelValues(e.ID).Inc()
 			}
-			return nil, nil
+			return start, nil
 		}
 		e.probeFailed.Store(0)
 		r.markUp(e.ID)
 		if l, ok := r.loadFrom(vals); ok && e.role != scheduler.RoleDecode {
 			_ = r.d.Heartbeat(e.ID, l)
 		}
-		return nil, nil
+		return start, nil
 	})
 	select {
-	case <-ch:
+	case res := <-ch:
+		t, _ := res.Val.(time.Time)
+		return t
 	case <-ctx.Done():
+		return time.Time{}
+	}
+}
+
+// probeSince has e probed by a probe that started at t or later: one
+// already under way when a request failed may have read the engine just
+// before it died (an answer, or a cut connection that counts only as a
+// miss), and would leave a dead engine in for the retry.
+func (r *Router) probeSince(ctx context.Context, e *engine, t time.Time) {
+	for range 2 {
+		if started := r.probe(ctx, e); !started.Before(t) || ctx.Err() != nil {
+			return
+		}
 	}
 }
 

@@ -652,3 +652,16 @@ func gauge(t *testing.T, g prometheus.Gauge) float64 {
 	}
 	return m.GetGauge().GetValue()
 }
+
+// TestRouterLastEngineDownIsNoEngine: a request whose engine died, with no
+// other engine to retry on, is an outage (ErrNoEngine, 503), not an
+// engine's answer (ErrUpstream, 502).
+func TestRouterLastEngineDownIsNoEngine(t *testing.T) {
+	a := newSimEngine(t)
+	r := startRouter(t, Options{ProbeInterval: time.Hour, Engines: []Engine{{ID: "a", URL: a.srv.URL}}})
+	a.srv.Close()
+	_, err := serve(t, r, body(t, prompt(70, 2), false))
+	if !errors.Is(err, ErrNoEngine) || errors.Is(err, ErrUpstream) {
+		t.Fatalf("err %v, want ErrNoEngine alone", err)
+	}
+}
