@@ -186,7 +186,7 @@ func (a *API) routes() *gin.Engine {
 	r.RedirectTrailingSlash = false
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
-	r.Use(a.metrics.middleware, gin.CustomRecovery(a.recovered))
+	r.Use(a.metrics.middleware, gin.CustomRecovery(a.recovered), a.limitHeaders)
 	r.NoRoute(func(c *gin.Context) {
 		a.fail(c, fmt.Errorf("%w: no route %s %s", errNoRoute, c.Request.Method, c.Request.URL.Path))
 	})
@@ -307,6 +307,39 @@ func (a *API) limit(c *gin.Context) {
 	_ = rc.SetReadDeadline(dl)
 	_ = rc.SetWriteDeadline(dl)
 	c.Next()
+}
+
+// maxHeaderBytes bounds a request's line and header fields together, as
+// net/http counts them; past it the answer is a JSON 414 (the line alone
+// is over) or 431. The HTTP server reads up to headerReadBytes of them
+// before answering by itself, a plain-text 431 and a closed connection:
+// the margin between the two is what lets a request somewhat over the
+// limit (a 100 KB key) get the API's error body, and headerReadBytes per
+// connection, at most limits.max_connections of them, bounds the memory a
+// request's headers can take.
+const (
+	maxHeaderBytes  = 64 << 10
+	headerReadBytes = 2 * maxHeaderBytes
+)
+
+// limitHeaders refuses a request whose line and header fields are over
+// maxHeaderBytes.
+func (a *API) limitHeaders(c *gin.Context) {
+	r := c.Request
+	line := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4 // two spaces, CRLF
+	if line > maxHeaderBytes {
+		a.fail(c, fmt.Errorf("%w: a request line of %d bytes, at most %d", ErrURITooLong, line, maxHeaderBytes))
+		return
+	}
+	n := line + len("Host: \r\n") + len(r.Host) + 2 // the final CRLF
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4 // ": ", CRLF
+		}
+	}
+	if n > maxHeaderBytes {
+		a.fail(c, fmt.Errorf("%w: %d bytes of request line and header fields, at most %d", ErrHeadersTooLarge, n, maxHeaderBytes))
+	}
 }
 
 const principalKey = "yuebing.principal"

@@ -25,6 +25,11 @@ var (
 	ErrTooLarge = errors.New("server: request too large")
 	// ErrLengthRequired: a block PUT whose size is not declared.
 	ErrLengthRequired = errors.New("server: length required")
+	// ErrURITooLong: a request line over maxHeaderBytes.
+	ErrURITooLong = errors.New("server: request URI too long")
+	// ErrHeadersTooLarge: a request line and header fields over
+	// maxHeaderBytes together.
+	ErrHeadersTooLarge = errors.New("server: request header fields too large")
 	// ErrRange: a Range header that cannot be satisfied.
 	ErrRange = errors.New("server: range not satisfiable")
 	// ErrOverloaded: the in-flight memory budget or context limit is used
@@ -50,6 +55,8 @@ var errorRows = []httperr.Row{
 	{Err: ErrConflict, Status: http.StatusConflict, Code: "conflict"},
 	{Err: ErrLengthRequired, Status: http.StatusLengthRequired, Code: "length_required"},
 	{Err: ErrTooLarge, Status: http.StatusRequestEntityTooLarge, Code: "too_large"},
+	{Err: ErrURITooLong, Status: http.StatusRequestURITooLong, Code: "uri_too_long"},
+	{Err: ErrHeadersTooLarge, Status: http.StatusRequestHeaderFieldsTooLarge, Code: "headers_too_large"},
 	{Err: ErrRange, Status: http.StatusRequestedRangeNotSatisfiable, Code: "invalid_range"},
 	{Err: ErrOverloaded, Status: http.StatusTooManyRequests, Code: "overloaded"},
 	{Err: ErrUnavailable, Status: http.StatusServiceUnavailable, Code: "unavailable"},

@@ -327,7 +327,7 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 		Handler:           withInternal(n.api.Handler(), n.clusterNode()),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    headerReadBytes,
 		ErrorLog:          log.New(slogWriter{n.log}, "", 0),
 	}
 	ln, err := net.Listen("tcp", n.cfg.HTTP.Listen)
