@@ -38,7 +38,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newVersionCmd(), newKeysCmd(), newServeCmd(), newConfigCmd(), newConductorCmd(), newEngineSimCmd(), newBenchCmd())
+	root.AddCommand(newVersionCmd(), newKeysCmd(), newServeCmd(), newConfigCmd(), newConductorCmd(), newEngineSimCmd(), newDemoCmd(), newBenchCmd())
 	return root
 }
 
