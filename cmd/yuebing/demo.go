@@ -26,6 +26,11 @@ placeholder tokens, timings come from a 70B model's profile.`,
   yuebing demo --engines 4 --data-dir ./demo-data`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Zero is the package's "default"; on the command line it
+			// is a mistake.
+			if o.Engines < 1 || o.BlockSize < 1 {
+				return usageErrorf("--engines %d and --block-size %d must be positive", o.Engines, o.BlockSize)
+			}
 			o.Version = versionString()
 			err := demo.Run(cmd.Context(), o, cmd.OutOrStdout())
 			if errors.Is(err, demo.ErrInvalid) {
