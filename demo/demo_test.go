@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,6 +56,7 @@ func TestDemo(t *testing.T) {
 	// Run's temporary directory lands here, so a failed run leaves none
 	// behind.
 	t.Setenv("TMPDIR", t.TempDir())
+	goroutines := len(running())
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -224,6 +226,31 @@ func TestDemo(t *testing.T) {
 	if _, err := os.Stat(b.dataDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the temporary data directory %s is still there: %v", b.dataDir, err)
 	}
+	// Nothing left running: the goroutines of this test's readers
+	// end with the pipe, and Run's with Run.
+	deadline := time.Now().Add(10 * time.Second)
+	left := running()
+	for ; len(left) > goroutines && time.Now().Before(deadline); left = running() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(left) > goroutines {
+		t.Errorf("%d goroutines after Run returned, %d before:\n%s", len(left), goroutines, strings.Join(left, "\n\n"))
+	}
+}
+
+// running returns the stacks of the goroutines running, but for the
+// writer of each ZMQ PUB socket ever opened: go-zeromq/zmq4 (v0.17.0)
+// starts one per socket and its Close does not stop it.
+func running() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if !strings.Contains(g, "zmq4.(*pubMWriter).run") {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // TestDemoKeepsDataDir: a data directory given is the node's, and stays.
