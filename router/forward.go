@@ -25,7 +25,8 @@ import (
 // at once, and the probe decides (a dead engine refuses the probe's
 // connection and leaves the scheduler before the retry is placed; one that
 // answers stays, the failure being the request's as likely as the
-// engine's).
+// engine's). The retry goes to another engine where one is in, whatever
+// the probe found, and to the same one only when it is the last.
 func (r *Router) Serve(ctx context.Context, kind Kind, body []byte, w http.ResponseWriter) error {
 	var last error
 	for attempt := range 2 {
@@ -37,7 +38,14 @@ func (r *Router) Serve(ctx context.Context, kind Kind, body []byte, w http.Respo
 			p, err = r.Place(ctx, kind, body)
 		} else {
 			r.m.retries.Inc()
-			p, err = r.Decide(ctx, prev(last))
+			req := prev(last)
+			p, err = r.Decide(ctx, req)
+			if errors.Is(err, ErrNoEngine) && r.scheduled(req.Exclude[0]) {
+				// The engine that failed is the only one left, and its
+				// probe answered: it gets the retry.
+				req.Exclude = nil
+				p, err = r.Decide(ctx, req)
+			}
 		}
 		if err != nil {
 			if attempt > 0 && errors.Is(err, ErrNoEngine) {
@@ -62,7 +70,7 @@ func (r *Router) Serve(ctx context.Context, kind Kind, body []byte, w http.Respo
 		if !errors.As(err, &ee) {
 			return err
 		}
-		last = &failedAttempt{err: err, req: Prepared{Prompt: p.Prompt, Keys: p.Keys}}
+		last = &failedAttempt{err: err, req: Prepared{Prompt: p.Prompt, Keys: p.Keys, Exclude: []string{ee.engine}}}
 	}
 	return fmt.Errorf("%w: %w", ErrUpstream, last)
 }

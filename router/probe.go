@@ -119,7 +119,7 @@ func (r *Router) scrape(ctx context.Context, url string) (map[string]float64, er
 	if err != nil {
 		return nil, err
 	}
-	resp, err := r.opts.Client.Do(req)
+	resp, err := r.probeClient.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,11 @@ type Router struct {
 	// probes runs one probe per engine at a time, keyed by engine id: the
 	// ticker's and those failed requests trigger share it.
 	probes singleflight.Group
+	// probeClient is Options.Client without keep-alives: a connection kept
+	// from an earlier probe or request dies with its engine, and a probe
+	// that reused it would read a cut connection (a miss) where a fresh one
+	// is refused (the engine is out at once).
+	probeClient *http.Client
 
 	// prep holds a token per request being read and tokenized by Place
 	// (MaxConcurrentPrepares).
@@ -68,6 +73,8 @@ func New(opts Options) (*Router, error) {
 		log:     opts.Logger,
 		engines: make(map[string]*engine, len(opts.Engines)),
 		prep:    make(chan struct{}, opts.MaxConcurrentPrepares),
+
+		probeClient: freshConns(opts.Client),
 	}
 	r.m = newMetrics(r)
 	r.pool = newPoolIndex(opts.Pool, opts.PoolToken, opts.PoolTimeout, opts.Client)
@@ -166,6 +173,10 @@ type Plan struct {
 type Prepared struct {
 	Prompt Prompt
 	Keys   []block.Key
+	// Exclude are engines not to place it on: a retry's, the engines that
+	// failed it (whatever their probes decided, the retry goes elsewhere
+	// when it can).
+	Exclude []string
 }
 
 // Place parses an OpenAI request body and places it for the caller ctx
@@ -225,7 +236,7 @@ func (r *Router) prepare(ns string, kind Kind, body []byte) (Prepared, error) {
 // error; the caller must call Done with the plan of an accepted request.
 func (r *Router) Decide(ctx context.Context, p Prepared) (*Plan, error) {
 	keys := p.Keys
-	req := scheduler.Request{Keys: keys, InputTokens: len(p.Prompt.Tokens), OutputTokens: p.Prompt.MaxTokens}
+	req := scheduler.Request{Keys: keys, InputTokens: len(p.Prompt.Tokens), OutputTokens: p.Prompt.MaxTokens, Exclude: p.Exclude}
 	if len(keys) > 0 && r.pool != nil {
 		req.Pool = r.poolHits(ctx, keys)
 	}
@@ -285,6 +296,23 @@ func (r *Router) notePrefill(p time.Duration) {
 func (r *Router) Done(p *Plan) {
 	// The core forgets unknown ids; an error only means it expired first.
 	_ = r.d.Finished(p.Decision.RequestID)
+}
+
+// freshConns returns c dialling a connection per request, where its
+// transport can be told so.
+func freshConns(c *http.Client) *http.Client {
+	t, ok := c.Transport.(*http.Transport)
+	if c.Transport == nil {
+		t, ok = http.DefaultTransport.(*http.Transport)
+	}
+	if !ok {
+		return c
+	}
+	t = t.Clone()
+	t.DisableKeepAlives = true
+	cc := *c
+	cc.Transport = t
+	return &cc
 }
 
 func defaultClient() *http.Client {

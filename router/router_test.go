@@ -665,3 +665,19 @@ func TestRouterLastEngineDownIsNoEngine(t *testing.T) {
 		t.Fatalf("err %v, want ErrNoEngine alone", err)
 	}
 }
+
+// TestRouterRetryGoesElsewhere: a retry is placed on another engine than
+// the one that failed it, even when that engine's probe answers and it
+// holds the prompt's prefix (its own record of the first attempt).
+func TestRouterRetryGoesElsewhere(t *testing.T) {
+	a, b := newSimEngine(t), newSimEngine(t)
+	r := startRouter(t, Options{ProbeInterval: time.Hour, Engines: []Engine{{ID: "a", URL: a.srv.URL}, {ID: "b", URL: b.srv.URL}}})
+	a.failNext.Store("500")
+	b.failNext.Store("500")
+	if _, err := serve(t, r, body(t, prompt(80, 4), false)); !errors.Is(err, ErrUpstream) {
+		t.Fatalf("both engines failed it once: %v, want ErrUpstream", err)
+	}
+	if a.failNext.Load() != "" || b.failNext.Load() != "" {
+		t.Fatalf("the retry went to the engine that failed it: a %q, b %q left to fail", a.failNext.Load(), b.failNext.Load())
+	}
+}

@@ -383,3 +383,15 @@ func (r *Router) Deregister(id string) error {
 	r.log.Info("router: engine deregistered", "engine", id)
 	return nil
 }
+
+// scheduled reports whether engine id is in the scheduler now: healthy
+// and registered.
+func (r *Router) scheduled(id string) bool {
+	e := r.engines[id]
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mu.healthy && e.mu.registered
+}

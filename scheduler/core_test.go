@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -235,4 +236,30 @@ func formatDecision(d Decision) string {
 		fmt.Fprintf(&b, "\npull %s->%s %d blocks %d tokens", d.Pull.From, d.Pull.To, len(d.Pull.Keys), d.Pull.Tokens)
 	}
 	return b.String()
+}
+
+// TestScheduleExclude: an excluded instance is never chosen, as prefill
+// or decode; with every prefill instance excluded there is none.
+func TestScheduleExclude(t *testing.T) {
+	c, err := NewCore(scriptOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []Instance{{ID: "p0", Role: RolePrefill}, {ID: "p1", Role: RolePrefill}, {ID: "d0", Role: RoleDecode}, {ID: "d1", Role: RoleDecode}} {
+		if err := c.AddInstance(in, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 8 {
+		d, err := c.Schedule(Request{InputTokens: 100, Exclude: []string{"p0", "d1", "nobody"}}, time.Duration(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Prefill != "p1" || d.Decode == "d1" {
+			t.Fatalf("request %d placed on %s/%s despite the exclusion", i, d.Prefill, d.Decode)
+		}
+	}
+	if _, err := c.Schedule(Request{InputTokens: 100, Exclude: []string{"p0", "p1"}}, 0); !errors.Is(err, ErrNoPrefill) {
+		t.Fatalf("every prefill excluded: %v, want ErrNoPrefill", err)
+	}
 }

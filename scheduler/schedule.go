@@ -33,6 +33,10 @@ type Request struct {
 	// instance no longer registered as a prefill instance are ignored: it
 	// may have left between the caller's match and this call.
 	Held []HeldPrefix
+	// Exclude are instances not to place this request on (a retry's, after
+	// the instance failed it); unknown ids are ignored. With every prefill
+	// instance excluded, Schedule fails with ErrNoPrefill.
+	Exclude []string
 }
 
 // HeldPrefix is a prefill instance's cached prefix of a request's chain.
@@ -156,7 +160,18 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 	case req.OutputTokens < 0:
 		return Decision{}, fmt.Errorf("%w: negative output tokens %d", ErrRequest, req.OutputTokens)
 	}
-	if c.prefills.empty() {
+	prefills, decodes := c.prefills, c.decodes
+	if len(req.Exclude) > 0 {
+		var out instSet
+		for _, id := range req.Exclude {
+			if in, ok := c.byID[id]; ok {
+				out.add(in.slot)
+			}
+		}
+		prefills.andNot(&out)
+		decodes.andNot(&out)
+	}
+	if prefills.empty() {
 		return Decision{}, ErrNoPrefill
 	}
 	id := req.ID
@@ -174,7 +189,7 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 	tokens := func(blocks int) int { return min(blocks*bs, n) }
 
 	// Line 3: every holder's prefix length in one pass, and the best one.
-	cands := c.prefills
+	cands := prefills
 	for i := range cands {
 		cands[i] |= c.stores[i]
 	}
@@ -225,7 +240,7 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 	}
 	switch c.opts.Policy {
 	case PolicyCacheGlobal:
-		c.prefills.forEachFrom(c.tieNext, func(s int) {
+		prefills.forEachFrom(c.tieNext, func(s int) {
 			own := c.lens[s]
 			if c.pullsBest(bestLen, own) {
 				consider(c.slots[s], own, bestLen, c.transferTime(tokens(bestLen)-tokens(own), sources[best.slot]))
@@ -238,18 +253,18 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 			consider(c.slots[s], own, own, 0)
 		})
 	case PolicyCacheLocal:
-		c.prefills.forEachFrom(c.tieNext, func(s int) { consider(c.slots[s], c.lens[s], c.lens[s], 0) })
+		prefills.forEachFrom(c.tieNext, func(s int) { consider(c.slots[s], c.lens[s], c.lens[s], 0) })
 	case PolicyLoad:
 		var light *instance
-		c.prefills.forEach(func(s int) {
+		prefills.forEach(func(s int) {
 			if in := c.slots[s]; light == nil || in.queueEnd < light.queueEnd {
 				light = in
 			}
 		})
 		consider(light, c.lens[light.slot], c.lens[light.slot], 0)
 	case PolicyRandom:
-		k := c.rng.IntN(c.count(&c.prefills))
-		c.prefills.forEach(func(s int) {
+		k := c.rng.IntN(c.count(&prefills))
+		prefills.forEach(func(s int) {
 			if k == 0 {
 				consider(c.slots[s], c.lens[s], c.lens[s], 0)
 			}
@@ -259,7 +274,7 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 		// The next slot after the last choice, wrapping: instances that
 		// come and go neither skip nor repeat a turn.
 		first, next := -1, -1
-		c.prefills.forEach(func(s int) {
+		prefills.forEach(func(s int) {
 			if first < 0 {
 				first = s
 			}
@@ -290,7 +305,7 @@ func (c *Core) Schedule(req Request, now time.Duration) (Decision, error) {
 	}
 
 	// Line 17: the decode instance.
-	dec := c.selectDecode(kv)
+	dec := c.selectDecode(&decodes, kv)
 	if dec != nil {
 		d.Decode, d.DecodeAddr = dec.ID, dec.Addr
 		switch c.opts.Rejection {
@@ -357,12 +372,12 @@ func (c *Core) count(s *instSet) int {
 // request already sent to it and this one, has the smallest TBT. Counting
 // requests still in prefill spreads a burst over the pool instead of
 // sending all of it to whichever instance is idle now.
-func (c *Core) selectDecode(kv int64) *instance {
+func (c *Core) selectDecode(decodes *instSet, kv int64) *instance {
 	var (
 		best    *instance
 		bestTBT = math.Inf(1)
 	)
-	c.decodes.forEach(func(s int) {
+	decodes.forEach(func(s int) {
 		in := c.slots[s]
 		b, k := in.baseBatch+len(in.members)+1, in.baseKV+kv
 		for _, f := range in.members {
