@@ -92,8 +92,10 @@ type API struct {
 	log      *slog.Logger
 	started  time.Time
 	history  *console.History
-	stopBg   context.CancelFunc
-	bg       sync.WaitGroup
+	// shmLatency times the shared-memory requests (ServeShm).
+	shmLatency console.Meter
+	stopBg     context.CancelFunc
+	bg         sync.WaitGroup
 }
 
 // NewAPI builds the API over a store. It loads persisted contexts and

@@ -12,6 +12,8 @@ import (
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/cluster"
+	"github.com/yuebing/yuebing/router"
+	"github.com/yuebing/yuebing/scheduler"
 	"github.com/yuebing/yuebing/server/console"
 )
 
@@ -46,8 +48,53 @@ func (a *API) sample() console.Sample {
 		s.Evictions += t.Evictions
 		s.Demotions += t.Demotions
 		s.Promotions += t.Promotions
+		s.Tiers = append(s.Tiers, console.TierFill{Name: t.Name, Used: t.Used, Capacity: t.Capacity, Blocks: t.Blocks})
+	}
+	s.FrontEnds = map[string]console.FrontEnd{"http": a.metrics.latency.Read()}
+	if a.opts.Staging != nil {
+		s.FrontEnds["shm"] = a.shmLatency.Read()
+	}
+	// The Redis front end and the transfer service count requests in
+	// the node's metrics, without timing them.
+	counts := a.gatherCounters(frontEndCounters)
+	if n, ok := counts["yuebing_resp_commands_total"]; ok {
+		s.FrontEnds["redis"] = console.FrontEnd{Requests: n}
+	}
+	sent, okSent := counts["yuebing_transfer_blocks_sent_total"]
+	read, okRead := counts["yuebing_transfer_blocks_read_total"]
+	if okSent || okRead {
+		s.FrontEnds["transfer"] = console.FrontEnd{Requests: sent + read}
 	}
 	return s
+}
+
+// frontEndCounters are the metrics that count the requests of the front
+// ends the API does not time itself.
+var frontEndCounters = map[string]bool{
+	"yuebing_resp_commands_total":        true,
+	"yuebing_transfer_blocks_sent_total": true,
+	"yuebing_transfer_blocks_read_total": true,
+}
+
+// gatherCounters returns the named counters of the node's registry, each
+// summed over its labels; a metric the node does not export is absent.
+func (a *API) gatherCounters(names map[string]bool) map[string]int64 {
+	out := map[string]int64{}
+	mfs, err := a.opts.Registry.Gather()
+	if err != nil && len(mfs) == 0 {
+		return out
+	}
+	for _, mf := range mfs {
+		if !names[mf.GetName()] {
+			continue
+		}
+		var n float64
+		for _, m := range mf.GetMetric() {
+			n += m.GetCounter().GetValue()
+		}
+		out[mf.GetName()] = int64(n)
+	}
+	return out
 }
 
 type historyResponse struct {
@@ -165,6 +212,21 @@ func (a *API) clusterHot(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"blocks": out})
 }
 
+// conductorStats is GET /v1/conductor/stats: the conductor's figures and,
+// where the node runs a router, the router's engines and counters.
+type conductorStats struct {
+	scheduler.Stats
+	Router *router.Status `json:"router,omitempty"`
+}
+
 // stats answers GET /v1/conductor/stats: decisions, instances and
-// migrations, for the console's conductor page.
-func (s *ConductorAPI) stats(c *gin.Context) { c.JSON(http.StatusOK, s.d.Stats()) }
+// migrations, and the router the node runs, for the console's conductor
+// page.
+func (s *ConductorAPI) stats(c *gin.Context) {
+	out := conductorStats{Stats: s.d.Stats()}
+	if r, ok := s.reg.(*router.Router); ok {
+		st := r.Status()
+		out.Router = &st
+	}
+	c.JSON(http.StatusOK, out)
+}

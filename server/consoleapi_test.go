@@ -181,6 +181,15 @@ func TestStatsHistory(t *testing.T) {
 	if last.Blocks != 4 || last.Hits < 1 || last.Requests < 5 || !last.Time.After(first.Time) && !last.Time.Equal(first.Time) {
 		t.Fatalf("live sample %+v after 4 puts and a read (first %+v)", last, first)
 	}
+	// The HTTP front end's requests and their latency over the interval
+	// that ends with the live sample; each tier's fill.
+	fe, ok := last.FrontEnds["http"]
+	if !ok || fe.Requests != last.Requests || !fe.Timed || fe.P50 == nil || fe.P99 == nil || *fe.P50 <= 0 || *fe.P99 < *fe.P50 {
+		t.Fatalf("live sample's HTTP front end %+v (ok %v, %d requests)", fe, ok, last.Requests)
+	}
+	if len(last.Tiers) == 0 || last.Tiers[0].Blocks != 4 || last.Tiers[0].Used <= 0 || last.Tiers[0].Capacity < last.Tiers[0].Used {
+		t.Fatalf("live sample's tiers %+v after 4 puts", last.Tiers)
+	}
 	var st statsResponse
 	if err := json.Unmarshal(do(t, n, "GET", "/v1/stats", "", nil, nil).body, &st); err != nil {
 		t.Fatal(err)

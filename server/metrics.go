@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/yuebing/yuebing/server/console"
 )
 
 // metrics are the API's Prometheus metrics. Request metrics are labelled by
@@ -24,6 +26,8 @@ type metrics struct {
 	// requests counts requests served, for the console's request rate
 	// (the histogram holds the same count, spread over its labels).
 	requests atomic.Int64
+	// latency times the same requests for the console's p50 and p99.
+	latency console.Meter
 }
 
 // latencyBuckets span a cached 4 KiB hit on loopback (tens of µs) to a
@@ -65,11 +69,13 @@ func (m *metrics) middleware(c *gin.Context) {
 	c.Next()
 	m.inflight.Dec()
 	m.requests.Add(1)
+	took := time.Since(start)
+	m.latency.Observe(took)
 	route := c.FullPath()
 	if route == "" {
 		route = "unmatched"
 	}
-	m.duration.WithLabelValues(route, c.Request.Method, strconv.Itoa(c.Writer.Status())).Observe(time.Since(start).Seconds())
+	m.duration.WithLabelValues(route, c.Request.Method, strconv.Itoa(c.Writer.Status())).Observe(took.Seconds())
 	if n := c.Request.ContentLength; n > 0 {
 		m.bytesIn.WithLabelValues(route).Add(float64(n))
 	}

@@ -571,4 +571,18 @@ func TestNodeRouter(t *testing.T) {
 	if got := prefix(testTenantToken); got != "64" {
 		t.Fatalf("beta's second request: prefix tokens %q, want 64", got)
 	}
+	// The console's conductor page reads the router's engines and
+	// counters with the conductor's figures.
+	st, b = call(t, http.MethodGet, base+"/v1/conductor/stats", testAdminToken, "")
+	var cs conductorStats
+	if err := json.Unmarshal([]byte(b), &cs); err != nil || st != http.StatusOK || cs.Router == nil {
+		t.Fatalf("conductor stats: %d %s (%v)", st, b, err)
+	}
+	r := cs.Router
+	if len(r.Engines) != 1 || r.Engines[0].ID != "e0" || !r.Engines[0].Healthy || !r.Engines[0].Registered || !r.Engines[0].Scheduled {
+		t.Fatalf("router engines %+v", r.Engines)
+	}
+	if r.HitTokens["hbm"] != 64 || r.HitTokens["miss"] != 128 || r.Decisions["accepted"] != 3 {
+		t.Fatalf("router hit tokens %v, decisions %v: want 64 hbm, 128 miss, 3 accepted", r.HitTokens, r.Decisions)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -168,6 +169,7 @@ type shmOp struct {
 // /put, for the principal that opened the session, without an HTTP round
 // trip. It returns the answer line.
 func (a *API) ServeShm(ctx context.Context, sess *staging.Session, line []byte) []byte {
+	defer func(start time.Time) { a.shmLatency.Observe(time.Since(start)) }(time.Now())
 	ctx, cancel := context.WithTimeout(ctx, a.limits.RequestTimeout)
 	defer cancel()
 	var out any

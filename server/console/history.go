@@ -21,6 +21,11 @@ type Sample struct {
 	Promotions int64 `json:"promotions"`
 	// Blocks is how many distinct blocks the store holds.
 	Blocks int64 `json:"blocks"`
+	// FrontEnds are the requests of each front end the node runs, by
+	// name: http, redis, shm, transfer.
+	FrontEnds map[string]FrontEnd `json:"front_ends,omitempty"`
+	// Tiers are the tiers' fill, fastest first.
+	Tiers []TierFill `json:"tiers,omitempty"`
 }
 
 // HistoryOptions configures a History.
@@ -88,13 +93,16 @@ func (h *History) Add(s Sample) {
 	h.mu.next = (h.mu.next + 1) % h.opts.Len
 }
 
-// Samples returns the kept samples, oldest first, and the live one last.
-// The caller owns the returned slice.
+// Samples returns the kept samples, oldest first, and the live one last,
+// each front end's latency quantiles set for the interval that ends at
+// the sample. The caller owns the returned slice.
 func (h *History) Samples() []Sample {
 	h.mu.Lock()
 	out := make([]Sample, 0, len(h.mu.ring)+1)
 	out = append(out, h.mu.ring[h.mu.next:]...)
 	out = append(out, h.mu.ring[:h.mu.next]...)
 	h.mu.Unlock()
-	return append(out, h.opts.Sample())
+	out = append(out, h.opts.Sample())
+	intervals(out)
+	return out
 }

@@ -13,7 +13,7 @@ func TestHistoryRing(t *testing.T) {
 	f := func(want ...int64) {
 		t.Helper()
 		got := h.Samples()
-		if len(got) != len(want)+1 || got[len(got)-1] != live {
+		if len(got) != len(want)+1 || got[len(got)-1].Blocks != live.Blocks {
 			t.Fatalf("%d samples %v, want %v then the live one", len(got), got, want)
 		}
 		for i, w := range want {
@@ -65,5 +65,40 @@ func TestDefaults(t *testing.T) {
 	h := NewHistory(HistoryOptions{Sample: func() Sample { return Sample{} }})
 	if h.Interval() != 5*time.Second || h.opts.Len != 120 {
 		t.Fatalf("defaults: %v, %d", h.Interval(), h.opts.Len)
+	}
+}
+
+// Each sample's front ends carry the p50 and p99 of the requests timed
+// since the sample before; an interval with none has neither.
+func TestHistoryLatency(t *testing.T) {
+	var m Meter
+	live := func() Sample { return Sample{FrontEnds: map[string]FrontEnd{"http": m.Read(), "redis": {Requests: 7}}} }
+	h := NewHistory(HistoryOptions{Sample: live})
+	h.Add(live())
+	for range 98 {
+		m.Observe(300 * time.Microsecond) // the (250µs, 500µs] bucket
+	}
+	m.Observe(2 * time.Second)
+	m.Observe(3 * time.Second) // (2.5s, 5s]
+	h.Add(live())
+	got := h.Samples()
+	if len(got) != 3 {
+		t.Fatalf("%d samples", len(got))
+	}
+	if fe := got[0].FrontEnds["http"]; fe.P50 != nil || fe.P99 != nil {
+		t.Fatalf("the first sample has latencies %+v", fe)
+	}
+	fe := got[1].FrontEnds["http"]
+	if fe.Requests != 100 || fe.P50 == nil || fe.P99 == nil {
+		t.Fatalf("second sample %+v", fe)
+	}
+	if *fe.P50 <= .00025 || *fe.P50 > .0005 || *fe.P99 <= 1 || *fe.P99 > 2.5 {
+		t.Fatalf("p50 %v, p99 %v: want in (250µs, 500µs] and (1s, 2.5s]", *fe.P50, *fe.P99)
+	}
+	if fe := got[2].FrontEnds["http"]; fe.P50 != nil || fe.Requests != 100 {
+		t.Fatalf("an interval with no request: %+v", fe)
+	}
+	if r := got[1].FrontEnds["redis"]; r.Timed || r.P50 != nil || r.Requests != 7 {
+		t.Fatalf("an untimed front end: %+v", r)
 	}
 }
