@@ -720,6 +720,7 @@ func ClusterReport(res *ClusterResult, o ClusterOptions) *Report {
 	o.EnsureDefaults()
 	r := &Report{Columns: []string{"name", "trace", "nodes", "requests", "blocks", "hit_rate", "baseline_hit_rate", "ratio",
 		"local_hits", "remote_hits", "copies", "drops", "gbps", "baseline_gbps", "puts_per_s", "p50_us", "p99_us", "t_s"}}
+	r.Human = humanColumns["cluster"]
 	for _, rank := range o.Ranks {
 		r.Columns = append(r.Columns, fmt.Sprintf("mean_top%d", rank))
 	}

@@ -251,6 +251,7 @@ func RunE2E(ctx context.Context, o E2EOptions) (*E2EResult, error) {
 		return nil, err
 	}
 	res := &E2EResult{Options: o, Report: &Report{}}
+	res.Report.Human = humanColumns["e2e"]
 	modes := []string{ModeRecompute, ModeLocal, ModePool}
 	pooled := make([]E2EModeResult, len(modes))
 	var roundRatios []float64

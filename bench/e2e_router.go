@@ -219,6 +219,7 @@ func RunE2ERouter(ctx context.Context, o E2ERouterOptions) (*E2ERouterResult, er
 		return nil, err
 	}
 	res := &E2ERouterResult{Report: &Report{}}
+	res.Report.Human = humanColumns["e2e --router"]
 	var cl *client.Client
 	if o.Pool {
 		if cl, err = client.New(o.Addr, client.Options{}); err != nil {

@@ -179,6 +179,7 @@ func duplicateName(ts []*Trace) string {
 func HitrateReport(cells []HitrateCell) *Report {
 	r := &Report{Columns: []string{"name", "trace", "policy", "capacity_tokens", "hit_rate", "compute_saved",
 		"baseline", "baseline_hit_rate", "ratio", "gap_closed", "of_unbounded", "present_hit_rate", "tier_hit_rate"}}
+	r.Human = humanColumns["hitrate"]
 	type at struct {
 		trace  string
 		policy string

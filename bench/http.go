@@ -125,6 +125,7 @@ func RunHTTP(ctx context.Context, o HTTPOptions) (*Report, error) {
 		merge(res, h)
 	}
 	rep := &Report{Columns: []string{"name", "value_bytes", "concurrency", "ops_per_s", "gbps", "p50_ms", "p99_ms", "p999_ms", "baseline", "baseline_gbps", "ratio", "errors"}}
+	rep.Human = humanColumns["http"]
 	for _, op := range []string{"get", "put"} {
 		b, h := base[op], res[op]
 		if h == nil || b == nil {

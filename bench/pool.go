@@ -164,6 +164,7 @@ func replayPool(t *Trace, setup string, o PoolOptions) (ReplayResult, error) {
 func PoolReport(cells []PoolCell, o PoolOptions) *Report {
 	o.EnsureDefaults()
 	r := &Report{Columns: []string{"name", "trace", "setup", "nodes", "capacity_tokens", "policy", "hit_rate", "compute_saved", "baseline", "baseline_hit_rate", "ratio"}}
+	r.Human = humanColumns["pool"]
 	local := map[string]float64{}
 	for _, c := range cells {
 		if c.Setup == SetupBestPrefix {

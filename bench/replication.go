@@ -537,6 +537,7 @@ func ReplicationReport(runs []ReplicationRun, o ReplicationOptions) *Report {
 	}
 	r.Columns = append(r.Columns, "hot_blocks", "copies", "drops", "hit_rate", "local_share", "peak_node_fetches",
 		"busiest_share", "baseline", "baseline_local_share", "ratio")
+	r.Human = humanColumns["replication"]
 	base := map[string]float64{}
 	for _, run := range runs {
 		if run.Setup == SetupNoReplication {

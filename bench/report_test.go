@@ -51,7 +51,7 @@ func TestReportTable(t *testing.T) {
 	if f := strings.Fields(lines[0]); strings.Join(f, ",") != "name,gbps,ratio" {
 		t.Fatalf("header %q", lines[0])
 	}
-	if f := strings.Fields(lines[1]); strings.Join(f, ",") != "a,1.23,0.5" {
+	if f := strings.Fields(lines[1]); strings.Join(f, ",") != "a,1.23,0.50x" {
 		t.Fatalf("row 1 %q", lines[1])
 	}
 	if f := strings.Fields(lines[2]); strings.Join(f, ",") != "b,12345,-" {

@@ -176,6 +176,7 @@ func RunRespVsRedis(ctx context.Context, o RespOptions) (*Report, error) {
 
 	rep := &Report{Columns: []string{"name", "value_bytes", "pipeline", "clients", "requests", "ops_per_sec", "mb_per_sec",
 		"baseline", "baseline_ops_per_sec", "ratio", "cpu_us_per_op", "baseline_cpu_us_per_op"}}
+	rep.Human = humanColumns["resp"]
 	for _, c := range o.cases() {
 		runs := map[string]map[string][]float64{"yuebing": {}, "redis-server": {}}
 		cpuPerOp := map[string][]float64{}

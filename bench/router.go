@@ -117,6 +117,7 @@ func RouterOverhead(ctx context.Context, o RouterOptions) (*Report, error) {
 		return s[min(int(f*float64(len(s))), len(s)-1)].Seconds() * 1e3
 	}
 	rep := &Report{Columns: []string{"name", "path", "requests", "prompt_tokens", "p50_ms", "p99_ms", "added_p50_ms", "baseline", "baseline_p50_ms", "ratio"}}
+	rep.Human = humanColumns["router"]
 	rep.Add(Row{"name": "router_overhead", "path": "direct", "requests": len(direct), "prompt_tokens": o.PromptTokens,
 		"p50_ms": q(direct, .5), "p99_ms": q(direct, .99)})
 	rep.Add(Row{"name": "router_overhead", "path": "router", "requests": len(routed), "prompt_tokens": o.PromptTokens,

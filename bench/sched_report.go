@@ -88,6 +88,7 @@ func RunSched(ctx context.Context, cells []SchedCell, workers int, progress bool
 func SchedReport(cells []SchedCell) *Report {
 	r := &Report{Columns: []string{"name", "experiment", "policy", "rejection", "speed", "prefill", "decode", "avg_ttft_s", "p90_ttft_s", "p90_tbt_ms",
 		"effective_capacity", "hit_rate", "rejected", "prefill_load_std", "decode_load_std", "baseline", "baseline_avg_ttft_s", "ratio"}}
+	r.Human = humanColumns["sched"]
 	var localTTFT float64
 	hasLocal := false
 	for _, c := range cells {

@@ -885,6 +885,7 @@ func (s *soak) result() *SoakResult {
 // one "soak_node" row per node and one "soak_window" row per window.
 func SoakReport(res *SoakResult) *Report {
 	r := &Report{Columns: []string{"name", "node", "t_s", "requests", "errors", "p99_get_ms", "p99_put_ms", "max_rss_bytes", "rss_bound_bytes"}}
+	r.Human = humanColumns["soak"]
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	errs, byOp := map[string]any{}, map[string]any{}
 	var total int64

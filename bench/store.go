@@ -78,6 +78,7 @@ func StoreCases(o StoreOptions) int {
 func RunStore(ctx context.Context, o StoreOptions) (*Report, error) {
 	o.ensureDefaults()
 	rep := &Report{Columns: []string{"name", "block_bytes", "goroutines", "gbps", "baseline", "baseline_gbps", "ratio"}}
+	rep.Human = humanColumns["store"]
 	dir := o.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "yuebing-bench-store-")

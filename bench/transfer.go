@@ -180,6 +180,7 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*Report, error) {
 		baseName = "copy"
 	}
 	r := &Report{Columns: TransferColumns}
+	r.Human = humanColumns["transfer"]
 	r.Add(Row{"name": baseName, "gbps": baseGBps, "block_size": o.BlockSize, "threads": baselineThreads(o)})
 	row := s.row()
 	row["baseline"] = baseName

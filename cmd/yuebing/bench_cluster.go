@@ -132,7 +132,7 @@ as the replays).`,
 // thinClusterSamples keeps every row but every n-th replica sample of each
 // replay.
 func thinClusterSamples(r *bench.Report, n int) *bench.Report {
-	out := &bench.Report{Columns: r.Columns}
+	out := &bench.Report{Columns: r.Columns, Human: r.Human}
 	seen := map[any]int{}
 	for _, row := range r.Results {
 		if _, ok := row["t_s"]; !ok {

@@ -111,7 +111,7 @@ shows every --every-th of them, --json all. See docs/cluster.md.`,
 
 // thinSamples keeps the summary rows and every n-th sample row of each run.
 func thinSamples(r *bench.Report, n int) *bench.Report {
-	out := &bench.Report{Columns: r.Columns}
+	out := &bench.Report{Columns: r.Columns, Human: r.Human}
 	seen := map[string]int{}
 	for _, row := range r.Results {
 		if _, ok := row["t_s"]; !ok {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -176,10 +177,12 @@ docs/benchmarks.md ("Soak").`,
 	return cmd
 }
 
-// soakTable is the verdict as a two-column table, then a row per node;
-// the per-window rows are for --json and --plot.
+// soakTable is the verdict as a two-column table, a figure by name, then a
+// row per node; the per-window rows are for --json and --plot. A long value
+// (a map of counts) wraps onto rows of its own so the table fits
+// bench.TableWidth.
 func soakTable(r *bench.Report) *bench.Report {
-	out := &bench.Report{Columns: []string{"figure", "value"}}
+	var figs [][2]string
 	for _, row := range r.Results {
 		switch row["name"] {
 		case "soak":
@@ -193,12 +196,47 @@ func soakTable(r *bench.Report) *bench.Report {
 				"router_5xx_not_503", "router_503_outside_outage", "router_bad_answers", "engine_unrecovered", "router_exited",
 				"node_log", "corrupt_examples", "lost_examples", "router_faults"} {
 				if v, ok := row[k]; ok {
-					out.Add(bench.Row{"figure": k, "value": v})
+					figs = append(figs, [2]string{k, bench.FormatCell(k, v)})
 				}
 			}
 		case "soak_node":
-			out.Add(bench.Row{"figure": fmt.Sprintf("node %s rss / bound", row["node"]), "value": fmt.Sprintf("%v / %v (%v starts)", row["max_rss_bytes"], row["rss_bound_bytes"], row["starts"])})
+			figs = append(figs, [2]string{fmt.Sprintf("node %v rss / bound", row["node"]), fmt.Sprintf("%s / %s (%v starts)",
+				bench.FormatCell("max_rss_bytes", row["max_rss_bytes"]), bench.FormatCell("rss_bound_bytes", row["rss_bound_bytes"]), row["starts"])})
+		}
+	}
+	nameWidth := len("name")
+	for _, f := range figs {
+		nameWidth = max(nameWidth, len(f[0]))
+	}
+	out := &bench.Report{Columns: []string{"name", "value"}, Human: map[string][]string{"": {"value"}}}
+	for _, f := range figs {
+		for i, part := range wrapText(f[1], bench.TableWidth-nameWidth-2) {
+			name := f[0]
+			if i > 0 {
+				name = ""
+			}
+			out.Add(bench.Row{"name": name, "value": part})
 		}
 	}
 	return out
+}
+
+// wrapText cuts s into lines of at most width runes, at spaces where it can.
+func wrapText(s string, width int) []string {
+	width = max(width, 20)
+	var lines []string
+	for r := []rune(s); ; {
+		if len(r) <= width {
+			return append(lines, string(r))
+		}
+		cut := width
+		for i := width; i > width/2; i-- {
+			if r[i] == ' ' {
+				cut = i
+				break
+			}
+		}
+		lines = append(lines, strings.TrimRight(string(r[:cut]), " "))
+		r = []rune(strings.TrimLeft(string(r[cut:]), " "))
+	}
 }
