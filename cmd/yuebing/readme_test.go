@@ -24,9 +24,11 @@ import (
 //
 // expect: the block's commands print text (stdout or stderr); lines: the
 // block's one command prints that many non-empty lines on stdout; ready:
-// the block's last command runs until Ctrl-C, and is ready once it printed
-// text; curl: the curl line it printed answers with text; output: the block
-// shows what the block before it prints, and is not run.
+// the block's `yuebing serve` and `yuebing demo` commands run until Ctrl-C
+// and are ready once they printed text, the block's other commands running
+// while they do; curl: the curl line the first of them printed answers with
+// text; output: the block shows what the block before it prints, and is not
+// run. Blocks outside the tour may have a tour comment too, and then run.
 type tourBlock struct {
 	line     int      // of the fence, 1-based
 	commands []string // one a command, continuation lines joined
@@ -46,22 +48,15 @@ var (
 // README; every one must have its tour comment right before it.
 func tourBlocks(readme string) ([]tourBlock, error) {
 	lines := strings.Split(readme, "\n")
-	start := -1
-	for i, l := range lines {
-		if strings.TrimSpace(l) == "## A quick tour" {
-			start = i + 1
-			break
-		}
-	}
-	if start < 0 {
-		return nil, fmt.Errorf(`no "## A quick tour" section`)
-	}
+	found := false
+	inTour := false
 	var blocks []tourBlock
 	var pending *tourBlock
-	for i := start; i < len(lines); i++ {
+	for i := 0; i < len(lines); i++ {
 		l := lines[i]
 		if strings.HasPrefix(l, "## ") {
-			break
+			inTour = strings.TrimSpace(l) == "## A quick tour"
+			found = found || inTour
 		}
 		if m := tourComment.FindStringSubmatch(l); m != nil {
 			b := tourBlock{lines: -1}
@@ -94,6 +89,11 @@ func tourBlocks(readme string) ([]tourBlock, error) {
 			}
 			continue
 		}
+		if pending == nil && !inTour {
+			for i++; i < len(lines) && !strings.HasPrefix(lines[i], "```"); i++ {
+			}
+			continue
+		}
 		if pending == nil {
 			return nil, fmt.Errorf("line %d: a fenced block of the tour has no <!-- tour: ... --> comment before it", i+1)
 		}
@@ -123,6 +123,9 @@ func tourBlocks(readme string) ([]tourBlock, error) {
 			return nil, fmt.Errorf("line %d: lines checks a block of one command", b.line)
 		}
 		blocks = append(blocks, b)
+	}
+	if !found {
+		return nil, fmt.Errorf(`no "## A quick tour" section`)
 	}
 	return blocks, nil
 }
@@ -190,9 +193,15 @@ func TestReadmeTour(t *testing.T) {
 }
 
 // tourCommand is a README command as the shell runs it in the clone, with
-// the binary the tests built for `go run ./cmd/yuebing`.
+// the binary the tests built for `go run ./cmd/yuebing`, and paths under
+// /tmp/ under the environment's TMPDIR.
 func tourCommand(ctx context.Context, command, dir string, env []string) *exec.Cmd {
 	command = strings.ReplaceAll(command, "go run ./cmd/yuebing", strconv.Quote(binary))
+	for _, kv := range env {
+		if tmp, ok := strings.CutPrefix(kv, "TMPDIR="); ok {
+			command = strings.ReplaceAll(command, " /tmp/", " "+tmp+"/")
+		}
+	}
 	cmd := exec.CommandContext(ctx, "bash", "-c", command)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -216,11 +225,17 @@ func runTourBlock(t *testing.T, b tourBlock, dir string, env []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var all strings.Builder
-	commands := b.commands
-	if b.ready != "" {
-		commands = commands[:len(commands)-1]
-	}
-	for _, c := range commands {
+	var running []*untilCtrlC
+	defer func() {
+		for _, r := range running {
+			r.kill()
+		}
+	}()
+	for _, c := range b.commands {
+		if b.ready != "" && (strings.Contains(c, "cmd/yuebing serve") || strings.Contains(c, "cmd/yuebing demo")) {
+			running = append(running, startUntilReady(ctx, t, c, b.ready, dir, env))
+			continue
+		}
 		needTool(t, c)
 		t.Logf("$ %s", c)
 		cmd := tourCommand(ctx, c, dir, env)
@@ -246,9 +261,13 @@ func runTourBlock(t *testing.T, b tourBlock, dir string, env []string) {
 		all.WriteString(stdout.String())
 		all.WriteString(stderr.String())
 	}
-	if b.ready != "" {
-		all.WriteString(runUntilCtrlC(ctx, t, b, dir, env))
+	if b.curl != "" && len(running) > 0 {
+		tryCurl(ctx, t, running[0], b.curl)
 	}
+	for i := len(running) - 1; i >= 0; i-- {
+		all.WriteString(running[i].interrupt(t))
+	}
+	running = nil
 	for _, e := range b.expect {
 		if !strings.Contains(all.String(), e) {
 			t.Errorf("the README says the block at line %d prints %q; it printed:\n%s", b.line, e, all.String())
@@ -256,71 +275,99 @@ func runTourBlock(t *testing.T, b tourBlock, dir string, env []string) {
 	}
 }
 
-// runUntilCtrlC starts the block's last command, waits until it prints
-// b.ready, runs the curl it printed, interrupts it as Ctrl-C does and
-// checks that it exits 0. It returns what the command printed.
-func runUntilCtrlC(ctx context.Context, t *testing.T, b tourBlock, dir string, env []string) string {
-	c := b.commands[len(b.commands)-1]
+// untilCtrlC is a command of the README that runs until Ctrl-C.
+type untilCtrlC struct {
+	command string
+	cmd     *exec.Cmd
+	out     *syncBuffer
+	done    chan error
+	exited  bool
+}
+
+// startUntilReady starts the command and waits until it prints ready. A
+// command that ends first because one of the README's fixed ports is taken
+// on this machine skips the test.
+func startUntilReady(ctx context.Context, t *testing.T, c, ready, dir string, env []string) *untilCtrlC {
+	t.Helper()
 	t.Logf("$ %s", c)
 	// The binary itself, not a shell around it, gets the SIGINT.
 	cmd := tourCommand(ctx, "exec "+c, dir, env)
-	out := newSyncBuffer()
-	cmd.Stdout, cmd.Stderr = out, out
+	r := &untilCtrlC{command: c, cmd: cmd, out: newSyncBuffer(), done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = r.out, r.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	exited := false
-	defer func() {
-		if !exited {
-			cmd.Process.Kill()
-			<-done
-		}
-	}()
+	go func() { r.done <- cmd.Wait() }()
 	deadline := time.After(2 * time.Minute)
-	for !strings.Contains(out.String(), b.ready) {
+	for !strings.Contains(r.out.String(), ready) {
 		select {
-		case err := <-done:
-			exited = true
-			t.Fatalf("%s ended (%v) before printing %q:\n%s", c, err, b.ready, out)
+		case err := <-r.done:
+			r.exited = true
+			if strings.Contains(r.out.String(), "address already in use") {
+				t.Skipf("%s: a port the README names is in use on this machine:\n%s", c, r.out)
+			}
+			t.Fatalf("%s ended (%v) before printing %q:\n%s", c, err, ready, r.out)
 		case <-deadline:
-			t.Fatalf("%s did not print %q in 2 minutes:\n%s", c, b.ready, out)
+			r.kill()
+			t.Fatalf("%s did not print %q in 2 minutes:\n%s", c, ready, r.out)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if b.curl != "" {
-		var curl string
-		sc := bufio.NewScanner(strings.NewReader(out.String()))
-		for sc.Scan() {
-			if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "curl ") {
-				curl = l
-				break
-			}
-		}
-		if curl == "" {
-			t.Errorf("%s printed no curl line:\n%s", c, out)
-		} else if _, err := exec.LookPath("curl"); err != nil {
-			t.Logf("curl is not installed (CI installs it); not trying %s", curl)
-		} else {
-			t.Logf("$ %s", curl)
-			answer, err := exec.CommandContext(ctx, "bash", "-c", curl+" --silent --show-error").CombinedOutput()
-			if err != nil || !strings.Contains(string(answer), b.curl) {
-				t.Errorf("%s: %v; want an answer with %q, got:\n%s", curl, err, b.curl, answer)
-			}
-		}
+	return r
+}
+
+// kill ends the command if it still runs.
+func (r *untilCtrlC) kill() {
+	if !r.exited {
+		r.cmd.Process.Kill()
+		<-r.done
+		r.exited = true
 	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+}
+
+// interrupt sends SIGINT, as Ctrl-C does, and checks that the command
+// exits 0 within a minute. It returns what the command printed.
+func (r *untilCtrlC) interrupt(t *testing.T) string {
+	t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
-		exited = true
+	case err := <-r.done:
+		r.exited = true
 		if err != nil {
-			t.Errorf("%s after Ctrl-C: %v, want exit status 0:\n%s", c, err, out)
+			t.Errorf("%s after Ctrl-C: %v, want exit status 0:\n%s", r.command, err, r.out)
 		}
 	case <-time.After(time.Minute):
-		t.Errorf("%s still running a minute after Ctrl-C:\n%s", c, out)
+		t.Errorf("%s still running a minute after Ctrl-C:\n%s", r.command, r.out)
+		r.kill()
 	}
-	return out.String()
+	return r.out.String()
+}
+
+// tryCurl runs the curl line the command printed and checks that the
+// answer holds want.
+func tryCurl(ctx context.Context, t *testing.T, r *untilCtrlC, want string) {
+	t.Helper()
+	var curl string
+	sc := bufio.NewScanner(strings.NewReader(r.out.String()))
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "curl ") {
+			curl = l
+			break
+		}
+	}
+	if curl == "" {
+		t.Errorf("%s printed no curl line:\n%s", r.command, r.out)
+		return
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Logf("curl is not installed (CI installs it); not trying %s", curl)
+		return
+	}
+	t.Logf("$ %s", curl)
+	answer, err := exec.CommandContext(ctx, "bash", "-c", curl+" --silent --show-error").CombinedOutput()
+	if err != nil || !strings.Contains(string(answer), want) {
+		t.Errorf("%s: %v; want an answer with %q, got:\n%s", curl, err, want, answer)
+	}
 }
