@@ -4,74 +4,70 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 )
 
-// Progress draws a one-line progress bar on a terminal. When the output is
-// not a terminal (CI logs, pipes) it prints nothing until Done, so logs do not
-// fill with carriage returns. It is safe for concurrent use.
+// forceProgress draws bars even when stderr is not a terminal.
+var forceProgress atomic.Bool
+
+// ShowProgress makes every later bar draw on stderr even when it is not a
+// terminal (yuebing bench --progress). By default bars draw only on a
+// terminal, so CI logs and tests stay quiet.
+func ShowProgress(on bool) { forceProgress.Store(on) }
+
+// Progress is a one-line progress bar on stderr, drawn by
+// github.com/schollz/progressbar. When stderr is not a terminal (CI logs,
+// pipes) and ShowProgress is off, it draws nothing. It is safe for
+// concurrent use; a nil *Progress does nothing.
 type Progress struct {
-	mu     sync.Mutex
-	w      io.Writer
-	tty    bool
-	label  string
-	total  int64
-	done   int64
-	start  time.Time
-	drawn  time.Time
-	closed bool
+	bar  *progressbar.ProgressBar
+	done atomic.Bool
 }
 
 // NewProgress starts a bar for total units of work, drawn on stderr. A total
 // of 0 means unknown; the bar then shows a count.
 func NewProgress(label string, total int64) *Progress {
-	return newProgress(os.Stderr, isTerminal(os.Stderr), label, total)
+	return newProgress(os.Stderr, forceProgress.Load() || term.IsTerminal(int(os.Stderr.Fd())), label, total)
 }
 
-func newProgress(w io.Writer, tty bool, label string, total int64) *Progress {
-	return &Progress{w: w, tty: tty, label: label, total: total, start: time.Now()}
+func newProgress(w io.Writer, show bool, label string, total int64) *Progress {
+	if total <= 0 {
+		total = -1 // the library's spinner with a count
+	}
+	return &Progress{bar: progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetVisibility(show),
+		progressbar.OptionSetDescription(label),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetElapsedTime(true),
+		progressbar.OptionSetPredictTime(true),
+		// Redraw at most ten times a second: benches tick far more often.
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionOnCompletion(func() {
+			if show {
+				fmt.Fprintln(w)
+			}
+		}),
+	)}
 }
 
 // Add records n more units done.
 func (p *Progress) Add(n int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.done += n
-	if p.tty && !p.closed && time.Since(p.drawn) > 100*time.Millisecond {
-		p.drawLocked()
+	if p == nil || p.done.Load() {
+		return
 	}
+	_ = p.bar.Add64(n)
 }
 
 // Done finishes the bar with a final line.
 func (p *Progress) Done() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
+	if p == nil || p.done.Swap(true) {
 		return
 	}
-	p.closed = true
-	if p.tty {
-		p.drawLocked()
-		fmt.Fprintln(p.w)
-	}
-}
-
-func (p *Progress) drawLocked() {
-	p.drawn = time.Now()
-	el := time.Since(p.start).Round(100 * time.Millisecond)
-	if p.total <= 0 {
-		fmt.Fprintf(p.w, "\r%s %d %s", p.label, p.done, el)
-		return
-	}
-	const width = 30
-	frac := min(float64(p.done)/float64(p.total), 1)
-	n := int(frac * width)
-	fmt.Fprintf(p.w, "\r%s [%s%s] %3.0f%% %s", p.label, strings.Repeat("=", n), strings.Repeat(" ", width-n), 100*frac, el)
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	_ = p.bar.Finish()
 }

@@ -22,6 +22,8 @@ type RouterOptions struct {
 	Requests int
 	// PromptTokens per request, sent as token ids. Default 2048.
 	PromptTokens int
+	// Progress, if set, ticks once per request.
+	Progress *Progress
 }
 
 // RouterOverhead measures what the router adds to a request: the same
@@ -104,9 +106,11 @@ func RouterOverhead(ctx context.Context, o RouterOptions) (*Report, error) {
 					return nil, err
 				}
 				*p.lat = append(*p.lat, d)
+				o.Progress.Add(1)
 			}
 		}
 	}
+	o.Progress.Done()
 	cancel()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		return nil, err

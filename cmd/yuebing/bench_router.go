@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
@@ -33,6 +35,7 @@ p50 over router p50).`,
 			if quick {
 				o.Requests = 200
 			}
+			o.Progress = bench.NewProgress("router", 2*int64(cmp.Or(o.Requests, 2000)))
 			rep, err := bench.RouterOverhead(cmd.Context(), o)
 			if err != nil {
 				return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strings"
@@ -120,7 +121,9 @@ docs/benchmarks.md ("Soak").`,
 			if err := check.Validate(); err != nil {
 				return usageErrorf("%v", err)
 			}
+			stop := timeProgress("soak", cmp.Or(o.Duration, 10*time.Minute))
 			res, err := bench.Soak(cmd.Context(), o)
+			stop()
 			if err != nil {
 				return err
 			}
@@ -238,5 +241,31 @@ func wrapText(s string, width int) []string {
 		}
 		lines = append(lines, strings.TrimRight(string(r[:cut]), " "))
 		r = []rune(strings.TrimLeft(string(r[cut:]), " "))
+	}
+}
+
+// timeProgress draws a bar over a run of fixed length d, one tick a second,
+// until stop is called.
+func timeProgress(label string, d time.Duration) (stop func()) {
+	p := bench.NewProgress(label+" (s)", int64(d/time.Second))
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				p.Add(1)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		p.Done()
 	}
 }
