@@ -266,7 +266,7 @@ func FormatCell(field string, v any) string {
 	case field == "ratio" || strings.HasSuffix(field, "_ratio") || strings.HasSuffix(field, "_vs_baseline"):
 		return strconv.FormatFloat(f, 'f', 2, 64) + "x"
 	case strings.HasSuffix(field, "hit_rate") || strings.HasSuffix(field, "_frac") || strings.HasSuffix(field, "_share") ||
-		field == "compute_saved" || field == "effective_capacity":
+		field == "compute_saved" || field == "effective_capacity" || field == "gap_closed" || field == "of_unbounded":
 		return strconv.FormatFloat(100*f, 'f', 1, 64) + "%"
 	case strings.HasSuffix(field, "_bytes") || field == "block_size":
 		return humanBytes(f)
