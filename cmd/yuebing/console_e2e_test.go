@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,7 +146,8 @@ func (b *browser) page(t *testing.T, name string) {
 }
 
 // screenshot saves the page as a PNG in the test's temp dir, and also in
-// $YUEBING_SCREENSHOT_DIR when set (how docs/img is refreshed).
+// $YUEBING_SCREENSHOT_DIR when set, named console-NAME (how docs/img is
+// refreshed: YUEBING_SCREENSHOT_DIR=$PWD/docs/img).
 func (b *browser) screenshot(t *testing.T, name string) {
 	t.Helper()
 	var png []byte
@@ -152,12 +155,12 @@ func (b *browser) screenshot(t *testing.T, name string) {
 	if !bytes.HasPrefix(png, []byte("\x89PNG")) {
 		t.Fatalf("screenshot %s is not a PNG", name)
 	}
-	dirs := []string{b.dir}
+	paths := []string{filepath.Join(b.dir, name)}
 	if d := os.Getenv("YUEBING_SCREENSHOT_DIR"); d != "" {
-		dirs = append(dirs, d)
+		paths = append(paths, filepath.Join(d, "console-"+name))
 	}
-	for _, d := range dirs {
-		if err := os.WriteFile(filepath.Join(d, name), png, 0o644); err != nil {
+	for _, p := range paths {
+		if err := os.WriteFile(p, png, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -309,7 +312,7 @@ func TestConsoleBrowser(t *testing.T) {
 	br.wait(t, "hit rate", `document.getElementById("hit-rate").innerText === "100.0%"`)
 	// The charts: the page's own polling is the request rate; reads now
 	// are the hit rate, all hits.
-	br.wait(t, "a request rate", `Number(document.getElementById("chart-requests").dataset.last) > 0`)
+	br.wait(t, "a request rate", `Number(document.getElementById("chart-fe-http-rate").dataset.last) > 0`)
 	stop := make(chan struct{})
 	readsDone := make(chan struct{})
 	go func() {
@@ -324,6 +327,21 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 	}()
 	br.wait(t, "a hit rate", `document.getElementById("chart-hit-rate").dataset.last === "100"`)
+	// Misses: reads of the two blocks the node does not hold.
+	for _, k := range keys[stored:] {
+		if code, _, _ := n.do(t, "GET", "/v1/blocks/"+k.String(), nil, tenantHdr); code != 404 {
+			t.Fatalf("get a missing block: %d", code)
+		}
+	}
+	var hm struct {
+		Store struct{ Hits, Misses int64 } `json:"store"`
+	}
+	jsonGet(t, n, "/v1/stats", admin, &hm)
+	t.Logf("store: %d hits, %d misses", hm.Store.Hits, hm.Store.Misses)
+	// Bars (rect with a title; the legend's have none) of both series.
+	br.wait(t, "hits and misses per interval", `(() => { const c = document.getElementById("chart-hits-misses"); return c !== null && Number(c.dataset.points) > 0 && c.querySelectorAll("rect.s0 title").length > 0 && c.querySelectorAll("rect.s1 title").length > 0; })()`)
+	br.wait(t, "the HTTP latency", `(() => { const c = document.getElementById("chart-fe-http-latency"); return c !== null && Number(c.dataset.points) > 0 && Number(c.dataset.last) > 0 && document.getElementById("fe-http-latency").innerText.includes("p99"); })()`)
+	br.wait(t, "the tier fill", `(() => { const c = document.getElementById("chart-tier-fill"); return c !== null && Number(c.dataset.points) > 0 && Number(c.dataset.last) > 0; })()`)
 	close(stop)
 	<-readsDone
 	br.screenshot(t, "overview.png")
@@ -335,6 +353,7 @@ func TestConsoleBrowser(t *testing.T) {
 	br.waitValue(t, "rejected-ttft_slo", "1")
 	br.waitValue(t, "rejected-tbt_slo", "0")
 	br.wait(t, "instance rows", `document.getElementById("instance-d0") !== null && Number(document.querySelector("#instance-p0 td[data-queue]").dataset.queue) > 900`)
+	br.wait(t, "no router", `document.getElementById("router-engines") === null && !document.getElementById("page").innerText.includes("null")`)
 	br.screenshot(t, "conductor.png")
 
 	// A phone-width screen: nothing wider than the screen.
@@ -434,4 +453,79 @@ func TestConsoleBrowserCluster(t *testing.T) {
 	// replication drops the surplus).
 	br.wait(t, "the hot block", fmt.Sprintf(`(() => { const r = document.querySelector('tr[data-key="%s"]'); return r !== null && Number(r.dataset.heat) >= 16 && Number(r.dataset.replicas) >= 1 && r.innerText.includes("a (dram)"); })()`, keys[0]))
 	br.screenshot(t, "keys-cluster.png")
+}
+
+// TestConsoleBrowserRouter runs `yuebing demo --traffic` (a node running
+// the router in front of engine simulators) and reads the Conductor
+// page's router: its engines, their state, the prompt tokens by where
+// their KV came from and its decisions; and the overview's charts of the
+// same traffic.
+func TestConsoleBrowserRouter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the demo and a browser: not in -short")
+	}
+	tmp := t.TempDir()
+	cmd := exec.Command(binary, "demo", "--engines", "2", "--traffic")
+	cmd.Env = append(envWithout("YUEBING_"), "TMPDIR="+tmp)
+	stderr := newSyncBuffer()
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		io.Copy(io.Discard, stdout)
+		done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	var base string
+	timeout := time.After(60 * time.Second)
+	for base == "" {
+		select {
+		case l := <-lines:
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "console" {
+				base = strings.TrimSuffix(f[1], "/ui/")
+			}
+		case err := <-done:
+			t.Fatalf("yuebing demo exited (%v) before its banner\n%s", err, stderr)
+		case <-timeout:
+			t.Fatalf("no console in yuebing demo's banner in 60 s\n%s", stderr)
+		}
+	}
+
+	br := newBrowser(t, base)
+	br.page(t, "conductor")
+	br.wait(t, "two engines scheduled", `(() => { const e = document.getElementById("router-engines"); return e !== null && e.dataset.value === "2" && e.innerText === "2 of 2"; })()`)
+	for _, id := range []string{"e0", "e1"} {
+		br.wait(t, "engine "+id, fmt.Sprintf(`(() => { const r = document.getElementById("engine-%s"); return r !== null && r.dataset.state === "scheduled" && r.innerText.includes("healthy"); })()`, id))
+	}
+	br.wait(t, "hit tokens", `Number(document.getElementById("router-hit-total").dataset.value) > 0 && document.getElementById("hit-hbm") !== null && document.getElementById("hit-miss") !== null`)
+	br.wait(t, "decisions", `Number(document.getElementById("router-decision-accepted").dataset.value) > 0`)
+	br.screenshot(t, "conductor-router.png")
+
+	br.page(t, "overview")
+	br.wait(t, "a request rate", `Number(document.getElementById("chart-fe-http-rate").dataset.points) > 0`)
+	br.wait(t, "hits per interval", `Number(document.getElementById("chart-hits-misses").dataset.points) > 0`)
+	br.wait(t, "the tier fill", `Number(document.getElementById("chart-tier-fill").dataset.points) > 0`)
+	br.screenshot(t, "overview-router.png")
 }

@@ -130,59 +130,164 @@ function s(tag, attrs, text) {
   return el;
 }
 
-// lineChart draws points [{t: ms, v: number|null}] (null breaks the line).
-function lineChart(id, points, { fmt = fmtRate, max } = {}) {
-  const W = 600, H = 170, L = 52, R = 10, T = 10, B = 22;
+// seriesChart draws series over time. times are sample times (ms); each
+// series {name, vals} holds one value per time, null where there is none.
+// kind "bars" stacks the series in a bar per interval that has any (an
+// interval with nothing draws nothing); kind "lines" joins values with a
+// dot on each, so a lone value shows. A chart with no value at all says
+// so (empty) instead of drawing a flat zero.
+function seriesChart(id, times, series, { kind = "lines", fmt = fmtRate, max, empty = "no requests yet" } = {}) {
+  const W = 600, H = 170, L = 58, R = 10, T = 18, B = 22;
   const svg = s("svg", { class: "chart", id, viewBox: `0 0 ${W} ${H}`, role: "img" });
-  const vals = points.map((p) => p.v).filter((v) => v !== null);
-  if (points.length < 2 || vals.length === 0) {
+  const has = (i) => series.some((se) => se.vals[i] !== null && (kind === "lines" || se.vals[i] > 0));
+  const idx = times.map((_, i) => i).filter(has);
+  svg.setAttribute("data-points", idx.length);
+  if (times.length === 0) {
     svg.append(s("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "collecting samples…"));
     return svg;
   }
-  let top = max !== undefined ? max : Math.max(...vals);
+  if (idx.length === 0) {
+    svg.setAttribute("data-empty", "true");
+    svg.setAttribute("aria-label", empty);
+    svg.append(s("text", { class: "empty", x: W / 2, y: H / 2, "text-anchor": "middle" }, empty));
+    return svg;
+  }
+  const tops = idx.map((i) => kind === "bars" ? series.reduce((a, se) => a + (se.vals[i] || 0), 0) : Math.max(...series.map((se) => se.vals[i] === null ? 0 : se.vals[i])));
+  let top = max !== undefined ? max : Math.max(...tops);
   if (max === undefined) {
     // Round the top up to 1, 2 or 5 times a power of ten.
     const p = Math.pow(10, Math.floor(Math.log10(top || 1)));
-    top = [1, 2, 5, 10].map((m) => m * p).find((c) => c >= top) || 1;
+    top = [1, 2, 5, 10].map((m) => m * p).find((c) => c >= top * 0.9999) || 1;
   }
-  const t0 = points[0].t, t1 = points[points.length - 1].t;
-  const x = (t) => L + ((t - t0) / Math.max(t1 - t0, 1)) * (W - L - R);
-  const y = (v) => H - B - (v / top) * (H - T - B);
+  const t0 = times[0], t1 = times[times.length - 1];
+  const span = Math.max(t1 - t0, 1);
+  const P = 9; // keeps the first and last bars and dots inside the axes
+  const x = (t) => times.length === 1 ? (L + W - R) / 2 : L + P + ((t - t0) / span) * (W - L - R - 2 * P);
+  const y = (v) => H - B - (Math.min(v, top) / top) * (H - T - B);
   for (const f of [0, 0.5, 1]) {
     svg.append(s("line", { class: "grid", x1: L, x2: W - R, y1: y(top * f), y2: y(top * f) }));
     svg.append(s("text", { x: L - 6, y: y(top * f) + 4, "text-anchor": "end" }, fmt(top * f)));
   }
-  const span = Math.round((t1 - t0) / 1000);
-  svg.append(s("text", { x: L, y: H - 5 }, "−" + fmtDur(span)));
+  svg.append(s("text", { x: L, y: H - 5 }, "−" + fmtDur(Math.round((t1 - t0) / 1000))));
   svg.append(s("text", { x: W - R, y: H - 5, "text-anchor": "end" }, "now"));
-  let d = "", pen = false;
-  for (const p of points) {
-    if (p.v === null) {
-      pen = false;
-      continue;
+  if (series.length > 1) {
+    let lx = W - R;
+    for (let k = series.length - 1; k >= 0; k--) {
+      const label = s("text", { x: lx, y: 11, "text-anchor": "end" }, series[k].name);
+      svg.append(label);
+      lx -= series[k].name.length * 7 + 14;
+      svg.append(s("rect", { class: "s" + k, x: lx, y: 3, width: 9, height: 9 }));
+      lx -= 14;
     }
-    d += (pen ? "L" : "M") + x(p.t).toFixed(1) + " " + y(Math.min(p.v, top)).toFixed(1);
-    pen = true;
   }
-  svg.append(s("path", { class: "line", d }));
-  const last = vals[vals.length - 1];
-  svg.setAttribute("aria-label", "latest " + fmt(last));
-  svg.setAttribute("data-last", last);
+  if (kind === "bars") {
+    const bw = Math.max(2, Math.min(16, ((W - L - R) / Math.max(times.length, 1)) * 0.7));
+    for (const i of idx) {
+      let base = 0;
+      series.forEach((se, k) => {
+        const v = se.vals[i] || 0;
+        if (v <= 0) return;
+        const rect = s("rect", { class: "s" + k, x: (x(times[i]) - bw / 2).toFixed(1), y: y(base + v).toFixed(1), width: bw.toFixed(1), height: Math.max(y(base) - y(base + v), 1).toFixed(1) });
+        rect.append(s("title", {}, se.name + " " + fmt(v)));
+        svg.append(rect);
+        base += v;
+      });
+    }
+  } else {
+    series.forEach((se, k) => {
+      let d = "", pen = false;
+      se.vals.forEach((v, i) => {
+        if (v === null) {
+          pen = false;
+          return;
+        }
+        d += (pen ? "L" : "M") + x(times[i]).toFixed(1) + " " + y(v).toFixed(1);
+        pen = true;
+        svg.append(s("circle", { class: "s" + k, cx: x(times[i]).toFixed(1), cy: y(v).toFixed(1), r: 2.5 }));
+      });
+      svg.append(s("path", { class: "series s" + k, d }));
+    });
+  }
+  const first = series[0].vals.filter((v) => v !== null);
+  if (first.length > 0) {
+    const last = first[first.length - 1];
+    svg.setAttribute("aria-label", "latest " + fmt(last));
+    svg.setAttribute("data-last", last);
+  }
   return svg;
 }
 
-// rates turns counter samples into per-interval series.
+function fmtPct(v) {
+  if (v === 0) return "0%";
+  if (v < 0.01) return v.toExponential(0) + "%";
+  return v.toFixed(v < 1 ? 2 : v < 10 ? 1 : 0) + "%";
+}
+const fmtCount = (v) => (Number.isInteger(v) ? fmtInt(v) : v.toFixed(1));
+
+const FRONT_ENDS = [["http", "HTTP"], ["redis", "Redis"], ["shm", "Shared memory"], ["transfer", "Transfer"]];
+
+function fmtSecs(v) {
+  if (v === 0) return "0";
+  if (v < 0.001) return (v * 1e6).toFixed(0) + " µs";
+  if (v < 1) return (v * 1e3).toFixed(v < 0.01 ? 2 : v < 0.1 ? 1 : 0) + " ms";
+  return v.toFixed(2) + " s";
+}
+
+// rates turns counter samples into per-interval series: hit rate, hits
+// and misses, each front end's request rate and latency, each tier's
+// fill (at the interval's end).
 function rates(samples) {
-  const hit = [], req = [];
+  const out = { t: [], hit: [], hits: [], misses: [], moves: [[], [], []], fe: {}, fill: {} };
+  const names = new Set();
+  const tiers = [];
+  for (const sm of samples) {
+    for (const n of Object.keys(sm.front_ends || {})) names.add(n);
+    for (const t of sm.tiers || []) if (!tiers.includes(t.name)) tiers.push(t.name);
+  }
+  for (const [n] of FRONT_ENDS) if (names.has(n)) out.fe[n] = { rate: [], p50: [], p99: [], timed: false };
+  for (const n of tiers) out.fill[n] = [];
   for (let i = 1; i < samples.length; i++) {
     const a = samples[i - 1], b = samples[i];
     const t = Date.parse(b.time), dt = (t - Date.parse(a.time)) / 1000;
     if (dt <= 0) continue;
-    const dh = b.hits - a.hits, dm = b.misses - a.misses;
-    hit.push({ t, v: dh + dm > 0 ? (100 * dh) / (dh + dm) : null });
-    req.push({ t, v: Math.max(b.requests - a.requests, 0) / dt });
+    out.t.push(t);
+    const dh = Math.max(b.hits - a.hits, 0), dm = Math.max(b.misses - a.misses, 0);
+    out.hit.push(dh + dm > 0 ? (100 * dh) / (dh + dm) : null);
+    out.hits.push(dh);
+    out.misses.push(dm);
+    ["evictions", "demotions", "promotions"].forEach((k, j) => out.moves[j].push(Math.max(b[k] - a[k], 0)));
+    for (const [n, fe] of Object.entries(out.fe)) {
+      const fa = (a.front_ends || {})[n], fb = (b.front_ends || {})[n];
+      fe.rate.push(fa && fb ? Math.max(fb.requests - fa.requests, 0) / dt : null);
+      fe.p50.push(fb && fb.p50_seconds !== undefined ? fb.p50_seconds : null);
+      fe.p99.push(fb && fb.p99_seconds !== undefined ? fb.p99_seconds : null);
+      if (fb && fb.timed) fe.timed = true;
+    }
+    for (const [n, vals] of Object.entries(out.fill)) {
+      const tb = (b.tiers || []).find((x) => x.name === n);
+      vals.push(tb && tb.capacity_bytes > 0 ? (100 * tb.used_bytes) / tb.capacity_bytes : null);
+    }
   }
-  return { hit, req };
+  return out;
+}
+
+function lastOf(vals) {
+  for (let i = vals.length - 1; i >= 0; i--) if (vals[i] !== null) return vals[i];
+  return null;
+}
+
+function frontEndCard(name, label, fe, times, every) {
+  const rate = lastOf(fe.rate);
+  const p50 = lastOf(fe.p50), p99 = lastOf(fe.p99);
+  const note = fe.timed
+    ? (p50 === null ? "no request timed yet" : "latest p50 " + fmtSecs(p50) + " · p99 " + fmtSecs(p99))
+    : "counted, not timed: no latency";
+  return card(label + " · requests per second",
+    h("div", { class: "figure", id: "fe-" + name + "-rate", "data-value": rate === null ? "" : rate }, rate === null ? "–" : fmtRate(rate) + "/s"),
+    muted(h("span", { id: "fe-" + name + "-latency" }, note), " · every " + every + " s"),
+    h("div", { class: "pair" },
+      seriesChart("chart-fe-" + name + "-rate", times, [{ name: "req/s", vals: fe.rate }], { kind: "bars" }),
+      fe.timed ? seriesChart("chart-fe-" + name + "-latency", times, [{ name: "p50", vals: fe.p50 }, { name: "p99", vals: fe.p99 }], { fmt: fmtSecs }) : null));
 }
 
 // ---- Pages ----
@@ -191,7 +296,8 @@ async function overview(el) {
   const [st, hist] = await Promise.all([api("GET", "/v1/stats"), api("GET", "/v1/stats/history")]);
   const s = st.store;
   $("#node").textContent = st.node + " · " + st.version;
-  const { hit, req } = rates(hist.samples);
+  const r = rates(hist.samples);
+  const every = hist.interval_seconds;
   const tiers = s.tiers.map((t) => card("Tier " + t.name,
     h("div", { class: "figure", id: "tier-" + t.name + "-used", "data-value": t.used_bytes }, fmtBytes(t.used_bytes)),
     bar(t.used_bytes, t.capacity_bytes),
@@ -209,8 +315,18 @@ async function overview(el) {
     ),
     grid(...tiers),
     grid(
-      card("Hit rate, % of reads (every " + hist.interval_seconds + " s)", lineChart("chart-hit-rate", hit, { max: 100, fmt: (v) => v.toFixed(0) + "%" })),
-      card("HTTP requests per second", lineChart("chart-requests", req)),
+      card("Hit rate, % of reads (every " + every + " s)", seriesChart("chart-hit-rate", r.t, [{ name: "hit rate", vals: r.hit }], { max: 100, fmt: (v) => v.toFixed(0) + "%", empty: "no reads yet" })),
+      card("Hits and misses per " + every + " s", seriesChart("chart-hits-misses", r.t, [{ name: "hits", vals: r.hits }, { name: "misses", vals: r.misses }],
+        { kind: "bars", fmt: fmtCount, empty: "no reads yet" })),
+    ),
+    h("h2", {}, "Front ends"),
+    grid(...FRONT_ENDS.filter(([n]) => r.fe[n]).map(([n, label]) => frontEndCard(n, label, r.fe[n], r.t, every))),
+    grid(
+      card("Tier fill over time, % of capacity", seriesChart("chart-tier-fill", r.t, Object.entries(r.fill).map(([n, vals]) => ({ name: n, vals })),
+        { fmt: fmtPct, empty: "nothing stored yet" })),
+      card("Blocks moved between tiers per " + every + " s", seriesChart("chart-tier-moves", r.t,
+        [{ name: "evicted", vals: r.moves[0] }, { name: "demoted", vals: r.moves[1] }, { name: "promoted", vals: r.moves[2] }],
+        { kind: "bars", fmt: fmtCount, empty: "no block moved yet" })),
     ),
     card("Tier activity since start", table(
       ["tier", { label: "hits", num: 1 }, { label: "misses", num: 1 }, { label: "puts", num: 1 }, { label: "evictions", num: 1 },
@@ -261,7 +377,7 @@ async function cluster(el) {
     card("Members", table(["node", { label: "id", num: 1 }, "", "http", { label: "blocks", num: 1 }, "fill", "hit rate", "up", ""], rows)),
     card("This node's transfers", muted(
       fmtInt(cl.counters.fetches), " fetches (", fmtBytes(cl.counters.fetched_bytes), ") · ", fmtInt(cl.counters.fetch_failures), " failed · ",
-      fmtInt(cl.counters.exposed), " served to peers · ", fmtInt(cl.counters.reports), " reports to the leader")),
+      fmtInt(cl.counters.served), " served to peers · ", fmtInt(cl.counters.reports), " reports to the leader")),
   );
 }
 
@@ -359,12 +475,51 @@ async function keysLive(el) {
   live.replaceChildren(...parts);
 }
 
+// HIT_SOURCES orders the router's hit-token sources: the engine's own
+// cache, what it pulled from the store's tiers, and what it computed.
+const HIT_SOURCES = ["hbm", "pulled_hbm", "pulled_dram", "pulled_ssd", "pulled_remote", "miss"];
+
+// routerCards shows the router the node runs: its engines and their
+// state, where prompt tokens' KV came from, and its decisions.
+function routerCards(rt) {
+  const scheduled = rt.engines.filter((e) => e.scheduled).length;
+  const hit = rt.hit_tokens || {};
+  const total = Object.values(hit).reduce((a, b) => a + b, 0);
+  const cached = total - (hit.miss || 0);
+  const dec = rt.decisions || {};
+  const decTotal = Object.values(dec).reduce((a, b) => a + b, 0);
+  const sources = HIT_SOURCES.concat(Object.keys(hit).filter((k) => !HIT_SOURCES.includes(k))).filter((k) => hit[k] !== undefined);
+  const state = (e) => e.scheduled ? "scheduled" : !e.registered ? "deregistered" : "unhealthy";
+  return [
+    h("h2", {}, "Router"),
+    grid(
+      card("Engines", figure("router-engines", scheduled + " of " + rt.engines.length, scheduled), muted("scheduled: healthy and registered")),
+      card("Prompt tokens cached", figure("router-hit-share", pct(cached, total), total > 0 ? cached / total : ""),
+        muted(fmtInt(cached), " of ", h("span", { id: "router-hit-total", "data-value": total }, fmtInt(total)), " tokens of accepted requests")),
+      card("Routing decisions", figure("router-decisions", fmtInt(decTotal), decTotal),
+        muted(Object.entries(dec).sort().map(([k, v]) => h("div", { id: "router-decision-" + k, "data-value": v }, k.replace(/_/g, " ") + ": " + fmtInt(v))))),
+    ),
+    card("Engines the router runs", rt.engines.length === 0 ? muted("No engine.") : table(
+      ["engine", "role", "url", "state", "probes", "operator", { label: "blocks", num: 1 }, "KV events"],
+      rt.engines.map((e) => h("tr", { id: "engine-" + e.id, "data-state": state(e) },
+        td(e.id), td(e.role), td(e.url), td(state(e), { class: e.scheduled ? "ok" : "error" }),
+        td(e.healthy ? "healthy" : "failing"), td(e.registered ? "registered" : "deregistered"),
+        tdn(fmtInt(e.blocks), { "data-blocks": e.blocks }), td(e.events ? "subscribed" : "none"))))),
+    card("Prompt tokens by where their KV came from", total === 0 ? h("p", { id: "router-no-tokens", class: "muted" }, "No request routed yet.") : table(
+      ["source", { label: "tokens", num: 1 }, { label: "share", num: 1 }, ""],
+      sources.map((k) => h("tr", { id: "hit-" + k, "data-value": hit[k] },
+        td(k === "hbm" ? "engine's own cache (hbm)" : k === "miss" ? "computed (miss)" : k.replace("pulled_", "pulled from ")),
+        tdn(fmtInt(hit[k])), tdn(pct(hit[k], total)), td(bar(hit[k], total), { class: "wide" }))))),
+  ];
+}
+
 async function conductor(el) {
   const [st, inst] = await Promise.all([api("GET", "/v1/conductor/stats"), api("GET", "/v1/conductor/instances")]);
   const d = st.decisions;
   const rejected = Object.values(d.rejected).reduce((a, b) => a + b, 0);
   const sec = (v) => v.toFixed(2) + " s";
   el.replaceChildren(
+    ...(st.router ? routerCards(st.router).concat(h("h2", {}, "Scheduler")) : []),
     grid(
       card("Accepted", figure("accepted", fmtInt(d.accepted), d.accepted), muted("requests placed")),
       card("Rejected", figure("rejected", fmtInt(rejected), rejected),
