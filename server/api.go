@@ -94,8 +94,10 @@ type API struct {
 	history  *console.History
 	// shmLatency times the shared-memory requests (ServeShm).
 	shmLatency console.Meter
-	stopBg     context.CancelFunc
-	bg         sync.WaitGroup
+	// respLatency times the Redis front end's commands (RESPLatency).
+	respLatency console.Meter
+	stopBg      context.CancelFunc
+	bg          sync.WaitGroup
 }
 
 // NewAPI builds the API over a store. It loads persisted contexts and
@@ -494,3 +496,7 @@ func (a *API) readyz(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, a.health("ready"))
 }
+
+// RESPLatency records one Redis command's time for the console's
+// percentiles (resp.Options.Latency).
+func (a *API) RESPLatency(d time.Duration) { a.respLatency.Observe(d) }

@@ -54,11 +54,11 @@ func (a *API) sample() console.Sample {
 	if a.opts.Staging != nil {
 		s.FrontEnds["shm"] = a.shmLatency.Read()
 	}
-	// The Redis front end and the transfer service count requests in
-	// the node's metrics, without timing them.
+	// The Redis front end times its commands through RESPLatency; the
+	// transfer service counts blocks in the node's metrics, untimed.
 	counts := a.gatherCounters(frontEndCounters)
-	if n, ok := counts["yuebing_resp_commands_total"]; ok {
-		s.FrontEnds["redis"] = console.FrontEnd{Requests: n}
+	if _, ok := counts["yuebing_resp_commands_total"]; ok {
+		s.FrontEnds["redis"] = a.respLatency.Read()
 	}
 	sent, okSent := counts["yuebing_transfer_blocks_sent_total"]
 	read, okRead := counts["yuebing_transfer_blocks_read_total"]

@@ -2,6 +2,9 @@ package server
 
 import (
 	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -196,5 +199,48 @@ func TestStatsHistory(t *testing.T) {
 	}
 	if st.Node == "" || st.Requests <= last.Requests || st.Store.Blocks != 4 {
 		t.Fatalf("stats node %q, %d requests (history saw %d), %d blocks", st.Node, st.Requests, last.Requests, st.Store.Blocks)
+	}
+}
+
+// The Redis front end's commands are timed for the console: the live
+// history sample carries their count and p50/p99, from a node as Start
+// serves it.
+func TestStatsHistoryTimesRedis(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.HTTP.Listen, cfg.RESP.Listen, cfg.Transfer.Listen, cfg.Shm.Listen = "127.0.0.1:0", "127.0.0.1:0", "", ""
+	cfg.DRAM.Capacity, cfg.SSD.Capacity = 16<<20, 16<<20
+	cfg.Conductor.Enabled = false
+	cfg.Logger, cfg.Banner = slog.New(slog.DiscardHandler), io.Discard
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Shutdown() })
+	c, err := net.Dial("tcp", n.Addr("resp").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "PING\r\nSET k v\r\nGET k\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	want := "+PONG\r\n+OK\r\n$1\r\nv\r\n"
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != want {
+		t.Fatalf("replies %q (%v)", got, err)
+	}
+	resp, err := http.Get("http://" + n.Addr("http").String() + "/v1/stats/history")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h historyResponse
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil || len(h.Samples) == 0 {
+		t.Fatalf("history: %v", err)
+	}
+	fe, ok := h.Samples[len(h.Samples)-1].FrontEnds["redis"]
+	if !ok || fe.Requests != 3 || !fe.Timed || fe.P50 == nil || fe.P99 == nil || *fe.P50 <= 0 || *fe.P99 < *fe.P50 {
+		t.Fatalf("live sample's Redis front end %+v (ok %v), want 3 timed commands", fe, ok)
 	}
 }

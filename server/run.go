@@ -342,6 +342,7 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 		ropts := resp.Options{
 			Store: n.store, Tokens: tokens, MaxValueSize: int64(n.cfg.Limits.MaxBlockSize),
 			Logger: n.log, Version: n.cfg.Version, Budget: n.budget.User(budgetRESP),
+			Latency: n.api.RESPLatency,
 		}
 		if cn := n.clusterNode(); cn != nil && !n.cfg.Cluster.RESPLocalOnly {
 			ropts.Cluster = clusterNames{cn}

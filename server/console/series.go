@@ -110,11 +110,17 @@ func intervals(samples []Sample) {
 		}
 		out := make(map[string]FrontEnd, len(cur))
 		for name, fe := range cur {
-			if p, ok := prev[name]; ok && fe.Timed && p.Timed {
-				if v, ok := quantile(p.Buckets, fe.Buckets, .5); ok {
+			if fe.Timed {
+				// A front end the sample before lacks (it started since)
+				// counted every request it holds in this interval.
+				before := make([]int64, len(fe.Buckets))
+				if p, ok := prev[name]; ok && p.Timed {
+					before = p.Buckets
+				}
+				if v, ok := quantile(before, fe.Buckets, .5); ok {
 					fe.P50 = &v
 				}
-				if v, ok := quantile(p.Buckets, fe.Buckets, .99); ok {
+				if v, ok := quantile(before, fe.Buckets, .99); ok {
 					fe.P99 = &v
 				}
 			}

@@ -103,8 +103,12 @@ func (c *conn) exec(n int) error {
 	}
 	// Counted once run, as Redis does: INFO does not count itself.
 	defer c.s.stats.commands.Add(1)
+	start := time.Now()
+	if lat := c.s.opts.Latency; lat != nil {
+		defer func() { lat(time.Since(start)) }()
+	}
 	c.mu.Lock()
-	c.mu.cmd, c.mu.active = cmd.name, time.Now()
+	c.mu.cmd, c.mu.active = cmd.name, start
 	c.mu.Unlock()
 	if cmd.admin && !c.principal.IsAdmin() {
 		if err := c.r.skipRest(); err != nil {

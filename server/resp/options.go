@@ -83,6 +83,10 @@ type Options struct {
 	// answer to a failed AUTH. Tests record the delays instead. Default: a
 	// timer.
 	sleep func(d time.Duration, stop <-chan struct{})
+	// Latency, if set, is called with each command's time, from its name
+	// read to its reply buffered (a SET's value streaming in included), for
+	// the console's percentiles. Default: nil, commands are counted only.
+	Latency func(time.Duration)
 }
 
 // Names finds keys that other nodes' front ends hold; in a cluster the
