@@ -126,10 +126,16 @@ func (o *E2EOptions) ensureDefaults() {
 	}
 }
 
-// E2ETicks is the number of Progress ticks RunE2E makes.
+// E2ETicks is the number of Progress ticks RunE2E makes: one per replayed
+// request, then one per adapter-load case and one for the disaggregated
+// run, which take seconds of their own after the replay.
 func E2ETicks(o E2EOptions) int64 {
 	o.ensureDefaults()
-	return int64(3 * o.Requests * o.Rounds)
+	loads := 2
+	if o.OnlyRunLayout {
+		loads = 1
+	}
+	return int64(3*o.Requests*o.Rounds + loads + 1)
 }
 
 type e2eRequest struct {
@@ -307,6 +313,9 @@ func RunE2E(ctx context.Context, o E2EOptions) (*E2EResult, error) {
 	d, err := measureDisagg(ctx, o, cl, model)
 	if err != nil {
 		return nil, err
+	}
+	if o.Progress != nil {
+		o.Progress.Add(1)
 	}
 	res.Report.Add(d)
 	return res, nil
@@ -607,6 +616,9 @@ func measureAdapterLoad(ctx context.Context, o E2EOptions, cl *client.Client) ([
 			row["ratio_vs_shm_baseline"] = gbps / rate(shmT)
 		}
 		rows = append(rows, row)
+		if o.Progress != nil {
+			o.Progress.Add(1)
+		}
 	}
 	return rows, nil
 }

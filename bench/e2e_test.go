@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -37,10 +38,17 @@ func TestRunE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, url := servetest.Serve(t, "--dram-capacity", "256MiB")
-	res, err := RunE2E(t.Context(), E2EOptions{Trace: trace, Addr: url, Requests: 12, Scale: 10, TimeScale: 0.01,
-		LoadBlocks: 4, OnlyRunLayout: true, Quick: true, LoadAlways: true, Rounds: 2})
+	o := E2EOptions{Trace: trace, Addr: url, Requests: 12, Scale: 10, TimeScale: 0.01,
+		LoadBlocks: 4, OnlyRunLayout: true, Quick: true, LoadAlways: true, Rounds: 2}
+	o.Progress = newProgress(io.Discard, false, "e2e", E2ETicks(o))
+	res, err := RunE2E(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The bar moves through the whole run, the adapter loads and the
+	// disaggregated run after the replay included, and ends at its total.
+	if got, want := o.Progress.added.Load(), E2ETicks(o); got != want {
+		t.Fatalf("progress reached %d of %d ticks", got, want)
 	}
 	var buf strings.Builder
 	if err := res.Report.WriteJSON(&buf); err != nil {

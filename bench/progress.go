@@ -24,8 +24,9 @@ func ShowProgress(on bool) { forceProgress.Store(on) }
 // pipes) and ShowProgress is off, it draws nothing. It is safe for
 // concurrent use; a nil *Progress does nothing.
 type Progress struct {
-	bar  *progressbar.ProgressBar
-	done atomic.Bool
+	bar   *progressbar.ProgressBar
+	done  atomic.Bool
+	added atomic.Int64 // units recorded, drawn or not
 }
 
 // NewProgress starts a bar for total units of work, drawn on stderr. A total
@@ -61,6 +62,7 @@ func (p *Progress) Add(n int64) {
 	if p == nil || p.done.Load() {
 		return
 	}
+	p.added.Add(n)
 	_ = p.bar.Add64(n)
 }
 
