@@ -511,10 +511,10 @@ func waitRouterEvents(ctx context.Context, url, model string, engines []*routedE
 	deadline := time.Now().Add(20 * time.Second)
 	seen := make([]bool, len(engines))
 	for round := 0; ; round++ {
-		stored, err := routerStoredEvents(ctx, url)
+		stored, err := routerSeries(ctx, http.DefaultClient, url)
 		left := 0
 		for i, re := range engines {
-			if seen[i] = seen[i] || stored[re.e.Options().Name] > 0; seen[i] {
+			if seen[i] = seen[i] || stored[storedEventsSeries(re.e.Options().Name)] > 0; seen[i] {
 				continue
 			}
 			left++
@@ -550,13 +550,16 @@ func waitRouterEvents(ctx context.Context, url, model string, engines []*routedE
 	}
 }
 
-// routerStoredEvents reads the router's stored-event counts by engine.
-func routerStoredEvents(ctx context.Context, url string) (map[string]float64, error) {
+// routerSeries reads a router's /metrics: each yuebing_router_* sample
+// by its name and labels as written ("name{labels}"), within 10 s.
+func routerSeries(ctx context.Context, hc *http.Client, url string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -565,16 +568,24 @@ func routerStoredEvents(ctx context.Context, url string) (map[string]float64, er
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), `yuebing_router_events_total{engine="`)
-		if !ok {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "yuebing_router_") {
 			continue
 		}
-		eng, rest, _ := strings.Cut(rest, `"`)
-		if v, ok := strings.CutPrefix(rest, `,kind="stored"} `); ok {
-			out[eng], _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
 		}
 	}
 	return out, sc.Err()
+}
+
+// storedEventsSeries names the router's count of engine's stored events.
+func storedEventsSeries(engine string) string {
+	return `yuebing_router_events_total{engine="` + engine + `",kind="stored"}`
 }
 
 // routedCall streams one completion through the router.

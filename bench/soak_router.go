@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -211,7 +210,7 @@ func (rt *soakRouter) waitEvents(ctx context.Context, d time.Duration) error {
 		m, err := rt.routerMetrics(ctx)
 		left := 0
 		for i, e := range rt.engines {
-			if m[`yuebing_router_events_total{engine="`+e.name+`",kind="stored"}`] > 0 {
+			if m[storedEventsSeries(e.name)] > 0 {
 				continue
 			}
 			left++
@@ -285,37 +284,9 @@ func chatBody(system, user string, maxTokens int, stream bool) []byte {
 	return b
 }
 
-// routerMetrics reads the router's /metrics: each sample by its name and
-// labels as written ("name{labels}").
+// routerMetrics reads the router's own series (routerSeries).
 func (rt *soakRouter) routerMetrics(ctx context.Context) (map[string]float64, error) {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(cctx, http.MethodGet, rt.url+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := rt.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "yuebing_router_") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out, sc.Err()
+	return routerSeries(ctx, rt.hc, rt.url)
 }
 
 // soakPrefixes are the shared prefixes of the token-id prompts, and
