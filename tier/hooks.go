@@ -2,7 +2,6 @@ package tier
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 
 	"github.com/yuebing/yuebing/block"
@@ -122,29 +121,4 @@ func (h *Hierarchy) accessed(key block.Key, size int) {
 			fn(key, size)
 		}
 	}
-}
-
-// Fetch returns a pinned view of the block from the fastest local tier
-// holding it or, failing that, from the RemoteReader, and says where it came
-// from. The caller must Release the handle.
-func (h *Hierarchy) Fetch(ctx context.Context, key block.Key) (*Handle, Origin, error) {
-	hd, level, err := h.getLocal(ctx, key)
-	if err == nil {
-		h.accessed(key, hd.Len())
-		return hd, Origin{Level: level}, nil
-	}
-	r := h.hooks.remote.Load()
-	if r == nil || !errors.Is(err, ErrNotFound) {
-		return nil, Origin{Level: -1}, err
-	}
-	hd, o, rerr := (*r).ReadRemote(ctx, key)
-	if rerr != nil {
-		if errors.Is(rerr, ErrNotFound) {
-			return nil, Origin{Level: -1}, err
-		}
-		return nil, Origin{Level: -1}, rerr
-	}
-	o.Level = RemoteLevel
-	h.accessed(key, hd.Len())
-	return hd, o, nil
 }
