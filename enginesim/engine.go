@@ -13,6 +13,7 @@ import (
 	"github.com/yuebing/yuebing/adapter"
 	"github.com/yuebing/yuebing/adapter/hbmsim"
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/internal/tokenizer"
 )
 
 // Request is one completion to run.
@@ -101,6 +102,9 @@ type Engine struct {
 	// counts the loads skipped in a row (the engine loop alone uses it).
 	loads   loadModel
 	skipRun int
+	// tok and chats tokenize text prompts and chats (tokenize.go).
+	tok   *tokenizer.Tokenizer
+	chats *tokenizer.SegmentCache
 }
 
 type counters struct {
@@ -116,7 +120,12 @@ func New(opts Options) (*Engine, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{opts: opts, layout: opts.Layout, dev: opts.Device, conn: opts.Connector, wake: make(chan struct{}, 1)}
+	tok, err := tokenizer.New(opts.Encoding)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	e := &Engine{opts: opts, layout: opts.Layout, dev: opts.Device, conn: opts.Connector, wake: make(chan struct{}, 1),
+		tok: tok, chats: tokenizer.NewSegmentCache(opts.ChatCacheTokens)}
 	if e.dev == nil {
 		d, err := hbmsim.New(hbmsim.Options{PageBytes: int(opts.Layout.BlockBytes()), Pages: opts.PoolBlocks, Name: "hbmsim-" + opts.Name})
 		if err != nil {

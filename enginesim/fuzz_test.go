@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/yuebing/yuebing/internal/tokenizer"
 )
 
 // FuzzParseCompletion feeds arbitrary bodies to the completion and chat
@@ -18,9 +20,14 @@ func FuzzParseCompletion(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	tok, err := tokenizer.New("cl100k_base")
+	if err != nil {
+		f.Fatal(err)
+	}
+	e := &Engine{tok: tok, chats: tokenizer.NewSegmentCache(1 << 16), opts: Options{MaxPromptBytes: 1 << 16}}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if req, err := parseCompletion(body, true); err == nil {
-			if _, err := chatPrompt(req.Messages); err != nil && !errors.Is(err, ErrInvalid) {
+			if _, err := e.chatPrompt(req.Messages, true); err != nil && !errors.Is(err, ErrInvalid) {
 				t.Fatalf("chat: error %v is not ErrInvalid", err)
 			}
 		} else if !errors.Is(err, ErrInvalid) {
@@ -33,7 +40,7 @@ func FuzzParseCompletion(f *testing.F) {
 			}
 			return
 		}
-		toks, err := parsePrompt(req.Prompt)
+		toks, err := e.parsePrompt(req.Prompt)
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error %v is not ErrInvalid", err)
@@ -41,7 +48,7 @@ func FuzzParseCompletion(f *testing.F) {
 			return
 		}
 		b, _ := json.Marshal(toks)
-		again, err := parsePrompt(b)
+		again, err := e.parsePrompt(b)
 		if err != nil || len(again) != len(toks) {
 			t.Fatalf("accepted prompt %v does not round-trip: %v", toks, err)
 		}

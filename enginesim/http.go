@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/yuebing/yuebing/internal/openai"
 )
 
 // maxBody bounds a completion request: a 128k-token prompt as JSON numbers
@@ -21,9 +19,9 @@ const maxBody = 8 << 20
 
 // completionRequest is the part of OpenAI's completion and chat completion
 // requests the simulator honours. prompt is token ids (one list, or a list
-// holding one list), or a string (or a list holding one), tokenized one
-// token per byte: the simulator has no vocabulary. A chat's messages are
-// rendered to a string (chatPrompt) and tokenized the same way.
+// holding one list), or a string (or a list holding one), tokenized with
+// the engine's BPE (Options.Encoding). A chat's messages are rendered with
+// the yuebing-chat-v1 template and an open assistant turn (chatPrompt).
 type completionRequest struct {
 	Model               string          `json:"model"`
 	Prompt              json.RawMessage `json:"prompt"`
@@ -89,7 +87,8 @@ type completion struct {
 }
 
 // Handler serves the engine's OpenAI-compatible API: POST /v1/completions,
-// POST /v1/chat/completions, GET /v1/models, GET /health and GET /metrics.
+// POST /v1/chat/completions, GET /v1/models, GET /health and GET /metrics,
+// and vLLM's POST /tokenize.
 func (e *Engine) Handler() http.Handler {
 	created := time.Now().Unix()
 	mux := http.NewServeMux()
@@ -99,6 +98,7 @@ func (e *Engine) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		e.serveCompletion(w, r, true)
 	})
+	mux.HandleFunc("POST /tokenize", e.serveTokenize)
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{
 			{"id": e.opts.Model, "object": "model", "created": created, "owned_by": "yuebing-engine-sim"},
@@ -161,9 +161,9 @@ func (e *Engine) serveCompletion(w http.ResponseWriter, r *http.Request, chat bo
 	}
 	var tokens []uint32
 	if chat {
-		tokens, err = chatPrompt(req.Messages)
+		tokens, err = e.chatPrompt(req.Messages, true)
 	} else {
-		tokens, err = parsePrompt(req.Prompt)
+		tokens, err = e.parsePrompt(req.Prompt)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -328,32 +328,9 @@ func parseCompletion(body []byte, chat bool) (completionRequest, error) {
 	return req, nil
 }
 
-// chatPrompt renders a chat's messages as the router does
-// (openai.RenderChat) plus an open assistant turn, and tokenizes that one
-// token per byte. A conversation's next turn renders to its previous
-// turn's prompt plus more, so it hits the prefix cache.
-func chatPrompt(raw json.RawMessage) ([]uint32, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return nil, fmt.Errorf("%w: messages is required", ErrInvalid)
-	}
-	var msgs []openai.Message
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return nil, fmt.Errorf("%w: messages must be a list of {role, content}: %v", ErrInvalid, err)
-	}
-	text, err := openai.RenderChat(msgs)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	s := text + "<|assistant|>\n"
-	toks := make([]uint32, len(s))
-	for i := range len(s) {
-		toks[i] = uint32(s[i])
-	}
-	return toks, nil
-}
-
-// parsePrompt accepts token ids ([1,2,3] or [[1,2,3]]) or a string.
-func parsePrompt(raw json.RawMessage) ([]uint32, error) {
+// parsePrompt accepts token ids ([1,2,3] or [[1,2,3]]) or a string (or a
+// list holding one), tokenized with the engine's BPE.
+func (e *Engine) parsePrompt(raw json.RawMessage) ([]uint32, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, fmt.Errorf("%w: prompt is required", ErrInvalid)
@@ -381,11 +358,7 @@ func parsePrompt(raw json.RawMessage) ([]uint32, error) {
 		}
 	}
 	if err == nil {
-		toks = make([]uint32, len(s))
-		for i := range len(s) {
-			toks[i] = uint32(s[i])
-		}
-		return toks, nil
+		return e.encodeText(s)
 	}
 	return nil, fmt.Errorf("%w: prompt must be token ids (non-negative integers below 2^32) or a string", ErrInvalid)
 }

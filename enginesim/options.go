@@ -10,6 +10,7 @@ import (
 
 	"github.com/yuebing/yuebing/adapter"
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/internal/tokenizer"
 	"github.com/yuebing/yuebing/scheduler"
 )
 
@@ -65,6 +66,18 @@ type Options struct {
 	MaxTokens int
 	// Logger receives load and save problems. Default slog.Default().
 	Logger *slog.Logger
+	// Encoding is the BPE the engine tokenizes text with (internal/tokenizer:
+	// cl100k_base, o200k_base, p50k_base or r50k_base, all offline); chats
+	// are rendered with the yuebing-chat-v1 template. Default cl100k_base.
+	Encoding string
+	// ChatCacheTokens bounds the token ids of chat messages kept so a
+	// conversation's earlier turns are not encoded again; negative keeps
+	// none. Default 1<<20 (4 MiB of ids).
+	ChatCacheTokens int
+	// MaxPromptBytes bounds a text prompt or a rendered chat, checked
+	// before it is tokenized (BPE costs about a CPU-second per MiB of one
+	// endless word). Default 1 MiB.
+	MaxPromptBytes int
 	// Events, if set, receives the engine's KV events as vLLM publishes
 	// them: BlockStored when a prompt's blocks join the prefix cache (with
 	// their token ids and parent), BlockRemoved when the cache evicts them.
@@ -101,6 +114,15 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxTokens == 0 {
 		o.MaxTokens = 4096
 	}
+	if o.Encoding == "" {
+		o.Encoding = "cl100k_base"
+	}
+	if o.ChatCacheTokens == 0 {
+		o.ChatCacheTokens = 1 << 20
+	}
+	if o.MaxPromptBytes == 0 {
+		o.MaxPromptBytes = 1 << 20
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -117,6 +139,12 @@ func (o *Options) Validate() error {
 	}
 	if o.Device != nil && int64(o.Device.PageBytes()) < o.Layout.BlockBytes() {
 		errs = append(errs, fmt.Errorf("%w: device pages of %d bytes hold no block of %d", ErrInvalid, o.Device.PageBytes(), o.Layout.BlockBytes()))
+	}
+	if !tokenizer.Known(o.Encoding) {
+		errs = append(errs, fmt.Errorf("%w: Encoding %q, want one of %v", ErrInvalid, o.Encoding, tokenizer.Encodings))
+	}
+	if o.MaxPromptBytes < 1 {
+		errs = append(errs, fmt.Errorf("%w: MaxPromptBytes %d must be positive", ErrInvalid, o.MaxPromptBytes))
 	}
 	if o.TimeScale < 0 || o.DecodeStep < 0 {
 		errs = append(errs, fmt.Errorf("%w: TimeScale %v and DecodeStep %v must not be negative", ErrInvalid, o.TimeScale, o.DecodeStep))
