@@ -50,7 +50,7 @@ func TestParsePrompt(t *testing.T) {
 	bad(Completions, `{"model":"m","prompt":{"a":1}}`)
 	bad(Completions, `{"model":"m","prompt":"hi","max_tokens":-1}`)
 	bad(Completions, `{"model":"m","prompt":"hi"} {}`)
-	bad(Completions, `{"\`) // the JSON decoder panics on it
+	bad(Completions, `{"\`) // goccy/go-json panicked on it
 	bad(ChatCompletions, `{"\`)
 	bad(ChatCompletions, `{"model":"m","messages":[]}`)
 	bad(ChatCompletions, `{"model":"m","messages":[{"role":"","content":"x"}]}`)
@@ -76,9 +76,6 @@ func FuzzParsePrompt(f *testing.F) {
 			k = ChatCompletions
 		}
 		p, err := ParsePrompt(k, body, tok, PromptLimits{MaxTokens: 4096, MaxTextBytes: 1 << 16})
-		if n := decoderPanics.Load(); n > 0 {
-			t.Fatalf("the JSON decoder panicked on %q", body)
-		}
 		if err != nil {
 			if !errors.Is(err, ErrBadRequest) {
 				t.Fatalf("error %v is not ErrBadRequest", err)
