@@ -133,6 +133,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 // to register.
 func (r *Router) Collectors() []prometheus.Collector {
 	m := r.m
-	return []prometheus.Collector{m, m.decisions, m.hitTokens, m.predicted, m.observed, m.ttftRatio,
+	cs := []prometheus.Collector{m, m.decisions, m.hitTokens, m.predicted, m.observed, m.ttftRatio,
 		m.retries, m.failures, m.engineDown, m.probeMisses, m.specDropped, m.poolErrors, m.prepWaiting}
+	return append(cs, r.tok.m.collectors()...)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/internal/tokenizer"
 	"github.com/yuebing/yuebing/scheduler"
 )
 
@@ -57,6 +58,18 @@ type Options struct {
 	// Encoding is the BPE tokenizer of text prompts: cl100k_base (default),
 	// o200k_base, p50k_base or r50k_base, all available offline.
 	Encoding string
+	// Tokenize is where text prompts' and chats' token ids come from:
+	// TokenizeAuto (default: the local tokenizer when an engine's
+	// /tokenize agrees with it, else the engine's), TokenizeLocal or
+	// TokenizeEngine.
+	Tokenize string `yaml:"tokenize"`
+	// TokenizeTimeout bounds one engine /tokenize call; past it the next
+	// engine is asked, then the local tokenizer answers. Default: 2 s.
+	TokenizeTimeout time.Duration `yaml:"tokenize_timeout"`
+	// TokenCacheTokens bounds the token ids each tokenizer cache holds
+	// (chat messages' local ids; engines' answers): negative keeps none.
+	// Default: 1<<22 (16 MiB of ids each).
+	TokenCacheTokens int `yaml:"token_cache_tokens"`
 	// Engines behind the router. At least one that runs prefills.
 	Engines []Engine
 	// Pool are HTTP bases of yuebing nodes; the router asks the first that
@@ -125,6 +138,15 @@ func (o *Options) EnsureDefaults() {
 	if o.Encoding == "" {
 		o.Encoding = "cl100k_base"
 	}
+	if o.Tokenize == "" {
+		o.Tokenize = TokenizeAuto
+	}
+	if o.TokenizeTimeout == 0 {
+		o.TokenizeTimeout = 2 * time.Second
+	}
+	if o.TokenCacheTokens == 0 {
+		o.TokenCacheTokens = 1 << 22
+	}
 	if o.PoolTimeout == 0 {
 		o.PoolTimeout = 50 * time.Millisecond
 	}
@@ -188,8 +210,16 @@ func (o *Options) Validate() error {
 	if err := block.ValidateBlockSize(o.BlockSize); err != nil {
 		bad("%v", err)
 	}
-	if _, ok := encodings[o.Encoding]; !ok {
+	if !tokenizer.Known(o.Encoding) {
 		bad("encoding %q: want cl100k_base, o200k_base, p50k_base or r50k_base", o.Encoding)
+	}
+	switch o.Tokenize {
+	case TokenizeAuto, TokenizeLocal, TokenizeEngine:
+	default:
+		bad("tokenize %q: want auto, local or engine", o.Tokenize)
+	}
+	if o.TokenizeTimeout <= 0 {
+		bad("tokenize timeout %v must be positive", o.TokenizeTimeout)
 	}
 	seen := map[string]bool{}
 	prefills := 0

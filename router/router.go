@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/internal/tokenizer"
 	"github.com/yuebing/yuebing/kvevents"
 	"github.com/yuebing/yuebing/scheduler"
 )
@@ -52,6 +53,10 @@ type Router struct {
 	// is refused (the engine is out at once).
 	probeClient *http.Client
 
+	// tokLogged is when an engine /tokenize failure was last logged, in
+	// Unix nanoseconds.
+	tokLogged atomic.Int64
+
 	// prep holds a token per request being read and tokenized by Place
 	// (MaxConcurrentPrepares).
 	prep chan struct{}
@@ -67,6 +72,7 @@ func New(opts Options) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
+	tok.chats = tokenizer.NewSegmentCache(opts.TokenCacheTokens)
 	r := &Router{
 		opts:    opts,
 		tok:     tok,
@@ -77,6 +83,16 @@ func New(opts Options) (*Router, error) {
 		probeClient: freshConns(opts.Client),
 	}
 	r.m = newMetrics(r)
+	if opts.Tokenize != TokenizeLocal {
+		rt := &remoteTokenizer{model: opts.Model, apiKey: opts.EngineAPIKey, timeout: opts.TokenizeTimeout, client: opts.Client,
+			cache: tokenizer.NewSegmentCache(opts.TokenCacheTokens), onFail: r.tokenizeFailed}
+		for _, e := range opts.Engines {
+			rt.urls = append(rt.urls, e.URL)
+		}
+		rt.up = func(i int) bool { return r.scheduled(r.order[i].ID) }
+		tok.remote = rt
+		tok.useEngine.Store(opts.Tokenize == TokenizeEngine)
+	}
 	r.pool = newPoolIndex(opts.Pool, opts.PoolToken, opts.PoolTimeout, opts.Client)
 	mig := opts.Migrator
 	if mig == nil {
@@ -140,6 +156,9 @@ func (r *Router) Run(ctx context.Context) error {
 		wg.Go(func() { r.probeLoop(ctx, e) })
 	}
 	wg.Go(func() { r.d.Run(ctx) })
+	if r.opts.Tokenize == TokenizeAuto {
+		wg.Go(func() { r.chooseTokenizer(ctx) })
+	}
 	wg.Go(func() {
 		// Expired entries already count as absent: the sweep only frees
 		// them, and each costs a pass over an engine's blocks, so once a
