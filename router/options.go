@@ -48,16 +48,16 @@ type Engine struct {
 type Options struct {
 	// Model is the model name clients ask for; requests naming another
 	// model get 404. Required.
-	Model string
+	Model string `yaml:"model"`
 	// Namespace keys prompts ("tenant/model"); it must be the engines'.
 	// Required.
-	Namespace string
+	Namespace string `yaml:"namespace"`
 	// BlockSize is the engines' KV block size in tokens, which the events
 	// and the keys share. Default: 16 (vLLM's).
-	BlockSize int
+	BlockSize int `yaml:"block_size"`
 	// Encoding is the BPE tokenizer of text prompts: cl100k_base (default),
 	// o200k_base, p50k_base or r50k_base, all available offline.
-	Encoding string
+	Encoding string `yaml:"encoding"`
 	// Tokenize is where text prompts' and chats' token ids come from:
 	// TokenizeAuto (default: the local tokenizer when an engine's
 	// /tokenize agrees with it, else the engine's), TokenizeLocal or
@@ -71,63 +71,63 @@ type Options struct {
 	// Default: 1<<22 (16 MiB of ids each).
 	TokenCacheTokens int `yaml:"token_cache_tokens"`
 	// Engines behind the router. At least one that runs prefills.
-	Engines []Engine
+	Engines []Engine `yaml:"engines,omitempty"`
 	// Pool are HTTP bases of yuebing nodes; the router asks the first that
 	// answers for the cluster index's prefix matches of each request.
-	Pool []string
+	Pool []string `yaml:"pool,omitempty"`
 	// PoolToken is the bearer token for the pool's admin API, if any.
-	PoolToken string
+	PoolToken string `yaml:"pool_token"`
 	// EngineAPIKey, when set, is sent to engines as a bearer token (the
 	// key an engine such as vLLM was started with, --api-key), in place of
 	// any Authorization of the client's (WithClientHeaders).
-	EngineAPIKey string
+	EngineAPIKey string `yaml:"engine_api_key"`
 	// PoolTimeout bounds one index query; past it the request is placed
 	// without pool hits. Default: 50 ms.
-	PoolTimeout time.Duration
+	PoolTimeout time.Duration `yaml:"pool_timeout"`
 	// Scheduler configures Algorithm 1. BlockSize is set from BlockSize.
-	Scheduler scheduler.Options
+	Scheduler scheduler.Options `yaml:"-"`
 	// Migrator carries out pull plans. Default: one that copies the blocks
 	// to the target engine's Node through the cluster (see PullMigrator).
-	Migrator scheduler.Migrator
+	Migrator scheduler.Migrator `yaml:"-"`
 	// SpeculativeTTL is how long a decision counts the prompt's blocks as
 	// cached on its engine before events confirm it. Default: 2 s.
-	SpeculativeTTL time.Duration
+	SpeculativeTTL time.Duration `yaml:"speculative_ttl"`
 	// MaxSpeculative bounds the speculative entries of all engines.
 	// Default: 1<<18.
-	MaxSpeculative int
+	MaxSpeculative int `yaml:"max_speculative"`
 	// ProbeInterval is how often each engine's /metrics is read, to correct
 	// its queue estimate and to bring it back after a failure. Default: 1 s.
-	ProbeInterval time.Duration
+	ProbeInterval time.Duration `yaml:"probe_interval"`
 	// ProbeFailures is how many probes in a row must go unanswered (time
 	// out, or answer an error) before an engine is taken out: one slow
 	// /metrics page on a busy engine is not a dead engine. A refused
 	// connection takes it out at once, as a failed request does.
 	// Default: 3.
-	ProbeFailures int
+	ProbeFailures int `yaml:"probe_failures"`
 	// RetryAfter is the Retry-After of a 429. Default: 1 s.
-	RetryAfter time.Duration
+	RetryAfter time.Duration `yaml:"retry_after"`
 	// MaxBodyBytes bounds a request body. Default: 8 MiB.
-	MaxBodyBytes int64
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// MaxResponseBytes bounds a non-streamed response, which the router
 	// reads whole so a failed engine can be retried. Default: 64 MiB.
-	MaxResponseBytes int64
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
 	// MaxPromptTokens bounds a prompt. Default: 1<<20.
-	MaxPromptTokens int
+	MaxPromptTokens int `yaml:"max_prompt_tokens"`
 	// MaxPromptBytes bounds a text prompt (a completion's string, a chat's
 	// rendered messages), checked before it is tokenized: BPE costs about
 	// a CPU-second per MiB of one endless word. Default: 1 MiB (about
 	// 170,000 tokens of English).
-	MaxPromptBytes int
+	MaxPromptBytes int `yaml:"max_prompt_bytes"`
 	// MaxConcurrentPrepares bounds the requests read and tokenized at once
 	// by Serve and Place; others wait their turn, or until their context
 	// ends. Default: GOMAXPROCS, which keeps a flood of long prompts from
 	// taking more than the CPUs' worth from everything else.
-	MaxConcurrentPrepares int
+	MaxConcurrentPrepares int `yaml:"max_concurrent_prepares"`
 	// Client calls engines and the pool. Default: a client without an
 	// overall timeout (generations stream for minutes) and 5 s to connect.
-	Client *http.Client
+	Client *http.Client `yaml:"-"`
 	// Logger. Default: slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // EnsureDefaults fills zero fields with their defaults.

@@ -86,9 +86,16 @@ func (s *ConductorAPI) Handler() http.Handler {
 // done, then shuts down gracefully: it stops accepting, and waits up to 5 s
 // for requests in progress.
 func (s *ConductorAPI) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	return serveHTTP(ctx, ln, s.Handler(), s.d.Run)
+}
+
+// serveHTTP serves h on ln and runs loop beside it until ctx ends or
+// either fails; then it stops accepting and waits up to 5 s for requests
+// in progress.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, loop func(context.Context) error) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.d.Run(gctx) })
+	g.Go(func() error { return loop(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -102,6 +109,45 @@ func (s *ConductorAPI) Serve(ctx context.Context, ln net.Listener) error {
 		return srv.Shutdown(sctx)
 	})
 	return g.Wait()
+}
+
+// listenStandalone listens on addr for a conductor or router run alone
+// and names the bound address on banner (default os.Stderr), the line
+// scripts and tests wait for.
+func listenStandalone(ctx context.Context, addr string, banner io.Writer) (net.Listener, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("server: conductor: listen %s: %w", addr, err)
+	}
+	if banner == nil {
+		banner = os.Stderr
+	}
+	fmt.Fprintf(banner, "conductor listening on http://%s\n", ln.Addr())
+	return ln, nil
+}
+
+// resolveStandalone checks the configuration of a conductor or router run
+// alone, every problem at once, each named by name (default
+// "conductor." + its YAML name), and loads its tokens.
+func resolveStandalone(cc ConductorConfig, name func(string) string, listen, tokensFile string, insecure bool) (ConductorConfig, *auth.Tokens, []error) {
+	cc.ensureDefaults()
+	var errs []error
+	named := name
+	if named == nil {
+		named = func(f string) string { return "conductor." + f }
+	}
+	cc.resolve(func(field, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		if field != "" {
+			msg = named(field) + ": " + msg
+		}
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, msg))
+	})
+	tokens, err := standaloneTokens(listen, tokensFile, insecure, name)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return cc, tokens, errs
 }
 
 // ConductorOptions configure the conductor run alone (`yuebing conductor`).
@@ -133,6 +179,9 @@ type ConductorOptions struct {
 	// Insecure allows a Listen address off loopback without TokensFile:
 	// anyone who reaches it may place, register and remove instances.
 	Insecure bool
+	// Router, with engines, puts the conductor in front of them as an
+	// OpenAI-compatible router: RunConductor then runs RunRouter.
+	Router RouterConfig
 }
 
 // RunConductor runs the conductor alone: the driver and its HTTP API on
@@ -140,27 +189,16 @@ type ConductorOptions struct {
 // options are an error wrapping ErrInvalidConfig, each problem named by its
 // flag.
 func RunConductor(ctx context.Context, o ConductorOptions) error {
-	cc := o.Config
-	cc.ensureDefaults()
-	var errs []error
-	name := o.FieldName
-	if name == nil {
-		name = func(f string) string { return "conductor." + f }
+	if o.Router.Enabled() {
+		return RunRouter(ctx, RouterOptions{
+			Listen: o.Listen, Router: o.Router, Conductor: o.Config, Banner: o.Banner,
+			FieldName: o.FieldName, TokensFile: o.TokensFile, Insecure: o.Insecure,
+		})
 	}
-	cc.resolve(func(field, format string, args ...any) {
-		msg := fmt.Sprintf(format, args...)
-		if field != "" {
-			msg = name(field) + ": " + msg
-		}
-		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, msg))
-	})
+	cc, tokens, errs := resolveStandalone(o.Config, o.FieldName, o.Listen, o.TokensFile, o.Insecure)
 	o.Limits.EnsureDefaults()
 	if err := o.Limits.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
-	}
-	tokens, err := standaloneTokens(o.Listen, o.TokensFile, o.Insecure, o.FieldName)
-	if err != nil {
-		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -174,15 +212,10 @@ func RunConductor(ctx context.Context, o ConductorOptions) error {
 		return err
 	}
 	svc.tokens = tokens
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.Listen)
+	ln, err := listenStandalone(ctx, o.Listen, o.Banner)
 	if err != nil {
-		return fmt.Errorf("server: conductor: listen %s: %w", o.Listen, err)
+		return err
 	}
-	w := o.Banner
-	if w == nil {
-		w = os.Stderr
-	}
-	fmt.Fprintf(w, "conductor listening on http://%s\n", ln.Addr())
 	return svc.Serve(ctx, ln)
 }
 

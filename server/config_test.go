@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/yuebing/yuebing/scheduler"
 )
 
@@ -178,5 +180,66 @@ func TestConductorConfigWhole(t *testing.T) {
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want+":") {
 			t.Errorf("Validate = %v, want an error naming %s", err, tc.want)
 		}
+	}
+}
+
+// TestConfigFlagsLayer: a flag the command line set wins over the file and
+// the environment, which win over the flags' own defaults; flags write the
+// same fields the file and the environment do.
+func TestConfigFlagsLayer(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yaml")
+	os.WriteFile(file, []byte("dram:\n  capacity: 3GiB\n  policy: fifo\nssd:\n  compression: zstd\nlimits:\n  request_timeout: 5s\nrouter:\n  max_body_bytes: 4096\n"), 0o600)
+	var cfg Config
+	f := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	flags := BindConfigFlags(f, &cfg)
+	if err := f.Parse([]string{"--config", file, "--ssd-compression", "s2", "--max-batch-keys", "7", "--max-block-size", "1MiB", "--conductor=false"}); err != nil {
+		t.Fatal(err)
+	}
+	var warn strings.Builder
+	if err := flags.Load([]string{"YUEBING_DRAM_CAPACITY=2GiB", "YUEBING_SSD_COMPRESSION=none", "YUEBING_NOPE=1"}, &warn); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DRAM.Capacity != 2<<30 || cfg.DRAM.Policy != "fifo" || cfg.SSD.Compression != "s2" || cfg.Limits.MaxBatchKeys != 7 ||
+		cfg.Limits.MaxBlockSize != 1<<20 || cfg.Limits.RequestTimeout != 5*time.Second || cfg.Conductor.Enabled ||
+		cfg.Router.MaxBodyBytes != 4096 || cfg.HTTP.Listen != DefaultHTTPListen {
+		t.Fatalf("layered config %+v", cfg)
+	}
+	if !strings.Contains(warn.String(), "YUEBING_NOPE") {
+		t.Errorf("no warning for an unknown variable: %q", warn.String())
+	}
+
+	f = pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	flags = BindConfigFlags(f, &cfg)
+	if err := f.Parse([]string{"--config", filepath.Join(dir, "missing.yaml")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := flags.Load(nil, &warn); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "--config") {
+		t.Fatalf("missing file: %v", err)
+	}
+	if err := f.Parse([]string{"--dram-capacity", "lots"}); err == nil || !strings.Contains(err.Error(), "dram-capacity") {
+		t.Fatalf("bad size flag: %v", err)
+	}
+}
+
+// TestConductorFlagsNameFields: the standalone conductor's errors name the
+// flag of the field at fault, and --block-size sets the router's block
+// size too, whose own default differs.
+func TestConductorFlagsNameFields(t *testing.T) {
+	var o ConductorOptions
+	f := pflag.NewFlagSet("conductor", pflag.ContinueOnError)
+	BindConductorFlags(f, &o)
+	if o.Config.BlockSize != 256 || o.Router.BlockSize != 0 || o.Router.ProbeFailures != 3 {
+		t.Fatalf("defaults: conductor block size %d, router's %d, probe failures %d", o.Config.BlockSize, o.Router.BlockSize, o.Router.ProbeFailures)
+	}
+	if err := f.Parse([]string{"--block-size", "32", "--threshold", "0.5", "--engine", "id=e0,url=http://127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if o.Config.BlockSize != 32 || o.Router.BlockSize != 32 || !o.Router.Enabled() {
+		t.Fatalf("after flags: conductor block size %d, router's %d, engines %v", o.Config.BlockSize, o.Router.BlockSize, o.Router.Engines)
+	}
+	err := RunConductor(t.Context(), o)
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "--threshold:") {
+		t.Fatalf("RunConductor = %v, want an error naming --threshold", err)
 	}
 }

@@ -6,18 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/router"
@@ -26,52 +22,20 @@ import (
 )
 
 // RouterConfig configures the conductor as an OpenAI-compatible router in
-// front of inference engines (docs/conductor.md). The conductor section's
-// knobs (policy, rejection, SLOs, bandwidth) drive its Algorithm 1.
-type RouterConfig struct {
-	// Model is the model name clients ask for. Required with engines.
-	Model string `yaml:"model"`
-	// Namespace keys prompts, "tenant/model"; the engines' and the pool's.
-	Namespace string `yaml:"namespace"`
-	// BlockSize is the engines' KV block size in tokens. Default 16.
-	BlockSize int `yaml:"block_size"`
-	// Encoding is the tokenizer of text prompts. Default cl100k_base.
-	Encoding string `yaml:"encoding"`
-	// Engines are the inference engines behind the router; none means the
-	// node runs no router.
-	Engines []router.Engine `yaml:"engines,omitempty"`
-	// Pool are yuebing nodes (HTTP bases) to ask the cluster index.
-	Pool []string `yaml:"pool,omitempty"`
-	// PoolToken is the admin token for the pool's API, if it needs one.
-	PoolToken string `yaml:"pool_token"`
-	// EngineAPIKey is the bearer token the engines were started with
-	// (vLLM's --api-key), if any.
-	EngineAPIKey string `yaml:"engine_api_key"`
-	// SpeculativeTTL, ProbeInterval, ProbeFailures and RetryAfter: see
-	// router.Options.
-	SpeculativeTTL time.Duration `yaml:"speculative_ttl"`
-	ProbeInterval  time.Duration `yaml:"probe_interval"`
-	ProbeFailures  int           `yaml:"probe_failures"`
-	RetryAfter     time.Duration `yaml:"retry_after"`
-	// MaxPromptBytes bounds a text prompt before it is tokenized, and
-	// MaxConcurrentPrepares the requests tokenized at once; see
-	// router.Options. Defaults: 1 MiB, GOMAXPROCS.
-	MaxPromptBytes        int `yaml:"max_prompt_bytes"`
-	MaxConcurrentPrepares int `yaml:"max_concurrent_prepares"`
-}
+// front of inference engines (docs/conductor.md): router.Options, whose
+// fields carry their YAML names, so an option is declared once. The
+// conductor section's knobs (policy, rejection, SLOs, bandwidth) drive its
+// Algorithm 1, in place of Scheduler.
+type RouterConfig router.Options
 
 // Enabled reports whether the configuration asks for a router.
 func (c RouterConfig) Enabled() bool { return len(c.Engines) > 0 }
 
 // options returns the router's options under the conductor's scheduling.
 func (c RouterConfig) options(cc ConductorConfig) router.Options {
-	return router.Options{
-		Model: c.Model, Namespace: c.Namespace, BlockSize: c.BlockSize, Encoding: c.Encoding,
-		Engines: c.Engines, Pool: c.Pool, PoolToken: c.PoolToken, EngineAPIKey: c.EngineAPIKey,
-		SpeculativeTTL: c.SpeculativeTTL, ProbeInterval: c.ProbeInterval, ProbeFailures: c.ProbeFailures, RetryAfter: c.RetryAfter,
-		MaxPromptBytes: c.MaxPromptBytes, MaxConcurrentPrepares: c.MaxConcurrentPrepares,
-		Scheduler: cc.Options,
-	}
+	o := router.Options(c)
+	o.Scheduler = cc.Options
+	return o
 }
 
 // NewRouterConductorAPI returns the conductor API over r's scheduler, whose
@@ -183,24 +147,7 @@ type RouterOptions struct {
 // the conductor's status endpoints over the router's scheduler, /healthz
 // and /metrics. Invalid options are an error wrapping ErrInvalidConfig.
 func RunRouter(ctx context.Context, o RouterOptions) error {
-	cc := o.Conductor
-	cc.ensureDefaults()
-	var errs []error
-	name := o.FieldName
-	if name == nil {
-		name = func(f string) string { return "conductor." + f }
-	}
-	cc.resolve(func(field, format string, args ...any) {
-		msg := fmt.Sprintf(format, args...)
-		if field != "" {
-			msg = name(field) + ": " + msg
-		}
-		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, msg))
-	})
-	tokens, err := standaloneTokens(o.Listen, o.TokensFile, o.Insecure, o.FieldName)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	cc, tokens, errs := resolveStandalone(o.Conductor, o.FieldName, o.Listen, o.TokensFile, o.Insecure)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -212,34 +159,14 @@ func RunRouter(ctx context.Context, o RouterOptions) error {
 	if err != nil {
 		return err
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.Listen)
+	ln, err := listenStandalone(ctx, o.Listen, o.Banner)
 	if err != nil {
-		return fmt.Errorf("server: router: listen %s: %w", o.Listen, err)
+		return err
 	}
-	w := o.Banner
-	if w == nil {
-		w = os.Stderr
-	}
-	fmt.Fprintf(w, "conductor listening on http://%s\n", ln.Addr())
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		r.Run(gctx)
+	return serveHTTP(ctx, ln, h, func(ctx context.Context) error {
+		r.Run(ctx)
 		return nil
 	})
-	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(sctx)
-	})
-	return g.Wait()
 }
 
 // routerHandler is the standalone router's HTTP surface. With tokens, the

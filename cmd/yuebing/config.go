@@ -1,11 +1,16 @@
 package main
 
 import (
+	"os"
+
 	"github.com/spf13/cobra"
+
+	"github.com/yuebing/yuebing/server"
 )
 
 func newConfigCmd() *cobra.Command {
-	var sf serveFlags
+	var cfg server.Config
+	var flags *server.ConfigFlags
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Print the effective configuration of 'yuebing serve' as YAML",
@@ -18,9 +23,8 @@ field, with exit status 2.`,
   YUEBING_DRAM_CAPACITY=8GiB yuebing config --data-dir /srv/yuebing`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := sf.config(cmd)
-			if err != nil {
-				return err
+			if err := flags.Load(os.Environ(), cmd.ErrOrStderr()); err != nil {
+				return usageError{err}
 			}
 			cfg.EnsureDefaults()
 			if err := cfg.Validate(); err != nil {
@@ -34,6 +38,6 @@ field, with exit status 2.`,
 			return err
 		},
 	}
-	sf.register(cmd.Flags())
+	flags = server.BindConfigFlags(cmd.Flags(), &cfg)
 	return cmd
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
+
+	"github.com/yuebing/yuebing/server"
 )
 
 // deployedCommand is a yuebing command line the deploy/ files run.
@@ -117,11 +119,12 @@ func TestDeployedCommandLines(t *testing.T) {
 		}
 		seen[dc.args[0]] = true
 		var cmd *cobra.Command
-		var sf serveFlags
+		var cfg server.Config
+		var flags *server.ConfigFlags
 		switch dc.args[0] {
 		case "serve":
 			cmd = &cobra.Command{Use: "serve"}
-			sf.register(cmd.Flags())
+			flags = server.BindConfigFlags(cmd.Flags(), &cfg)
 		case "conductor":
 			cmd = newConductorCmd()
 		default:
@@ -136,7 +139,7 @@ func TestDeployedCommandLines(t *testing.T) {
 			t.Errorf("%s: arguments that are no flags: %q", dc.where, rest)
 		}
 		if dc.args[0] == "serve" {
-			cfg, err := sf.config(cmd)
+			err := flags.Load(nil, io.Discard)
 			if err == nil {
 				cfg.EnsureDefaults()
 				err = cfg.Validate()
