@@ -75,8 +75,9 @@ func (l PromptLimits) encode(tok *Tokenizer, text string) ([]uint32, error) {
 // ParsePrompt reads an OpenAI request body. A completion prompt may be a
 // string, one token-id array, or a one-element array of either (the router
 // places one prompt per request); text is tokenized with tok. A chat's
-// messages are rendered to text as "<|role|>\ncontent\n" each, so
-// conversations that share turns share a token prefix.
+// messages are tokenized with the assistant's turn opened, as the engine
+// runs them (Tokenizer.EncodeChat), so conversations that share turns
+// share a token prefix.
 func ParsePrompt(kind Kind, body []byte, tok *Tokenizer, lim PromptLimits) (Prompt, error) {
 	var p Prompt
 	maxTokens := lim.MaxTokens
@@ -97,11 +98,7 @@ func ParsePrompt(kind Kind, body []byte, tok *Tokenizer, lim PromptLimits) (Prom
 			return p, err
 		}
 		p.MaxTokens = mt
-		text, err := openai.RenderChat(r.Messages)
-		if err != nil {
-			return p, fmt.Errorf("%w: %w", ErrBadRequest, err)
-		}
-		if p.Tokens, err = lim.encode(tok, text); err != nil {
+		if p.Tokens, err = tok.EncodeChat(r.Messages, lim.MaxTextBytes); err != nil {
 			return p, err
 		}
 	default:

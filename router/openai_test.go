@@ -32,7 +32,8 @@ func TestParsePrompt(t *testing.T) {
 	f(Completions, `{"model":"m","prompt":["hello world"],"max_tokens":5,"stream":true}`, Prompt{Model: "m", Tokens: hello, MaxTokens: 5, Stream: true})
 	f(Completions, `{"model":"m","prompt":[1,2,3],"temperature":0.5}`, Prompt{Model: "m", Tokens: []uint32{1, 2, 3}})
 	f(Completions, `{"model":"m","prompt":[[4294967295]]}`, Prompt{Model: "m", Tokens: []uint32{4294967295}})
-	chat := tok.Encode("<|system|>\nbe brief\n<|user|>\nhello world\n")
+	// Each message encoded apart, then the assistant's turn opened.
+	chat := append(append(tok.Encode("<|system|>\nbe brief\n"), tok.Encode("<|user|>\nhello world\n")...), tok.Encode("<|assistant|>\n")...)
 	f(ChatCompletions, `{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hello world"}]}],"max_completion_tokens":9}`,
 		Prompt{Model: "m", Tokens: chat, MaxTokens: 9})
 
@@ -87,35 +88,6 @@ func FuzzParsePrompt(f *testing.F) {
 			t.Fatalf("accepted %+v", p)
 		}
 	})
-}
-
-func TestTokenizerChunks(t *testing.T) {
-	tok, err := NewTokenizer("cl100k_base")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Ordinary text encodes as it would whole: the cut falls before a space.
-	words := strings.Repeat("the quick brown fox jumps over the lazy dog ", 200)
-	whole := tok.enc.EncodeOrdinary(words)
-	got := tok.Encode(words)
-	if len(got) != len(whole) {
-		t.Fatalf("chunked %d tokens, whole %d", len(got), len(whole))
-	}
-	for i := range got {
-		if int(got[i]) != whole[i] {
-			t.Fatalf("token %d: chunked %d, whole %d", i, got[i], whole[i])
-		}
-	}
-	// One endless word is cut on rune boundaries and decodes back.
-	word := strings.Repeat("é", 5000)
-	ids := tok.Encode(word)
-	back := make([]int, len(ids))
-	for i, id := range ids {
-		back[i] = int(id)
-	}
-	if tok.enc.Decode(back) != word {
-		t.Fatal("an endless word does not decode back")
-	}
 }
 
 func TestTokenArray(t *testing.T) {

@@ -483,8 +483,8 @@ func TestRouterDisaggregated(t *testing.T) {
 	var got [2]atomic.Value
 	mk := func(i int) *httptest.Server {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/metrics" {
-				return
+			if r.URL.Path != "/v1/completions" {
+				return // probes: /metrics, and /tokenize (an auto tokenizer's)
 			}
 			var v seen
 			json.NewDecoder(r.Body).Decode(&v)

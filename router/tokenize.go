@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pkoukk/tiktoken-go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yuebing/yuebing/internal/openai"
@@ -37,8 +36,6 @@ const (
 // asking an engine's /tokenize. It is safe for concurrent use.
 type Tokenizer struct {
 	bpe *tokenizer.Tokenizer
-	// enc is bpe's encoding, for tests.
-	enc *tiktoken.Tiktoken
 	// chats caches each chat message's local ids, so a conversation's
 	// earlier turns are not encoded again; nil caches nothing.
 	chats *tokenizer.SegmentCache
@@ -56,7 +53,7 @@ func NewTokenizer(encoding string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
-	return &Tokenizer{bpe: bpe, enc: bpe.Tiktoken(), m: newTokenMetrics()}, nil
+	return &Tokenizer{bpe: bpe, m: newTokenMetrics()}, nil
 }
 
 // Encode returns a text prompt's ids. With the engine as the source, an

@@ -145,6 +145,17 @@ func TestTokenizeAuto(t *testing.T) {
 			if err != nil || !slices.Equal(p.Prompt.Tokens, want) {
 				t.Fatalf("prepared %v, %v; the engine's ids %v", p.Prompt.Tokens, err, want)
 			}
+			msgs := `[{"role":"system","content":"Be brief."},{"role":"user","content":"` + text + `"}]`
+			var wantChat []uint32
+			gen := true
+			var m []openai.Message
+			json.Unmarshal([]byte(msgs), &m)
+			if wantChat, err = ask.tokenize(tokenizeBody{Messages: m, AddGenerationPrompt: &gen}); err != nil {
+				t.Fatal(err)
+			}
+			if p, err := r.Prepare(ChatCompletions, []byte(`{"messages":`+msgs+`}`)); err != nil || !slices.Equal(p.Prompt.Tokens, wantChat) {
+				t.Fatalf("prepared chat %v, %v; the engine's ids %v", p.Prompt.Tokens, err, wantChat)
+			}
 			if tc.want == TokenizeEngine {
 				// Asked again, the answer comes from the cache.
 				r.Prepare(Completions, b)

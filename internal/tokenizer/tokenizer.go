@@ -60,10 +60,6 @@ func New(encoding string) (*Tokenizer, error) {
 	return &Tokenizer{name: encoding, enc: enc}, nil
 }
 
-// Tiktoken returns the encoding underneath, for tests that compare with
-// unchunked encoding.
-func (t *Tokenizer) Tiktoken() *tiktoken.Tiktoken { return t.enc }
-
 // Name returns the encoding's name.
 func (t *Tokenizer) Name() string { return t.name }
 
