@@ -548,6 +548,8 @@ func cmdInfo(c *conn, args [][]byte) error {
 		if len(hs.Tiers) > 0 {
 			used, capacity = hs.Tiers[0].Used, hs.Tiers[0].Capacity
 		}
+		// Inline values are DRAM too, beside the top tier.
+		used, capacity = used+st.InlineBytes, capacity+st.InlineCapacity
 		kv("used_memory", used)
 		kv("used_memory_human", human(used))
 		kv("maxmemory", capacity)
@@ -581,6 +583,10 @@ func cmdInfo(c *conn, args [][]byte) error {
 			kv(p+"promotions", t.Promotions)
 		}
 		kv("key_table_keys", st.Keys)
+		kv("inline_keys", st.InlineKeys)
+		kv("inline_used_bytes", st.InlineBytes)
+		kv("inline_capacity_bytes", st.InlineCapacity)
+		kv("inline_corrupt_values", st.CorruptValues)
 		kv("expiry_heap_entries", st.ExpiryHeapEntries)
 	})
 	section("Persistence", func() {
@@ -599,6 +605,7 @@ func cmdInfo(c *conn, args [][]byte) error {
 		kv("keyspace_hits", st.KeyspaceHits)
 		kv("keyspace_misses", st.KeyspaceMisses)
 		kv("keyspace_remote_hits", st.RemoteHits)
+		kv("keyspace_inline_hits", st.InlineHits)
 		kv("total_error_replies", st.ErrorReplies)
 		kv("acl_access_denied_auth", st.AuthFailures)
 		kv("store_hits", hs.Hits)

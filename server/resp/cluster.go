@@ -54,7 +54,7 @@ func (c *conn) writtenHere(name []byte, e *entry) {
 		}
 	}
 	if newer && c.s.ks.swap(e.key, e, nil) {
-		c.s.store.Delete(e.bkey)
+		c.s.freeValue(e)
 	}
 }
 
@@ -118,7 +118,7 @@ func (s *Server) ForgetLocal(namespace, name string, gen uint64, winsTie bool) (
 		return false, e.liveAt(s.nowMs())
 	}
 	if s.ks.swap(e.key, e, nil) {
-		s.store.Delete(e.bkey)
+		s.freeValue(e)
 		return e.liveAt(s.nowMs()), false
 	}
 	return false, false
@@ -133,7 +133,7 @@ func (s *Server) ExpireLocal(namespace, name string, gen uint64, at int64) bool 
 	}
 	if at != 0 && at <= s.nowMs() {
 		if s.ks.swap(e.key, e, nil) {
-			s.store.Delete(e.bkey)
+			s.freeValue(e)
 			return true
 		}
 		return false

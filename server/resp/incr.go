@@ -3,6 +3,8 @@ package resp
 import (
 	"math"
 	"strconv"
+
+	"github.com/yuebing/yuebing/tier"
 )
 
 func cmdIncr(c *conn, args [][]byte) error { return incrBy(c, args[1], 1) }
@@ -59,11 +61,18 @@ func incrBy(c *conn, name []byte, delta int64) error {
 			return nil
 		}
 		next := cur + delta
-		val := strconv.AppendInt(nil, next, 10)
-		ne, popts := c.newEntry(name, int64(len(val)), expireAt)
-		if _, err := c.s.store.Put(c.s.ctx, ne.bkey, val, popts); err != nil {
-			c.writeError(storeError(err, int64(len(val))))
-			return nil
+		var buf [20]byte
+		val := strconv.AppendInt(buf[:0], next, 10)
+		var ne *entry
+		if c.s.inlineOK(len(val)) {
+			ne = c.newInline(name, val, expireAt)
+		} else {
+			var popts tier.PutOptions
+			ne, popts = c.newEntry(name, int64(len(val)), expireAt)
+			if _, err := c.s.store.Put(c.s.ctx, ne.bkey, val, popts); err != nil {
+				c.writeError(storeError(err, int64(len(val))))
+				return nil
+			}
 		}
 		var old *entry
 		if e != nil && e.remote == nil {
@@ -77,7 +86,7 @@ func incrBy(c *conn, name []byte, delta int64) error {
 			swapped = c.s.ks.swap(ne.key, nil, ne)
 		}
 		if !swapped {
-			c.s.store.Delete(ne.bkey) // written meanwhile: read again
+			c.s.freeValue(ne) // written meanwhile: read again
 			continue
 		}
 		c.replaced(name, old, ne)

@@ -15,7 +15,7 @@ func (c *conn) find(name []byte) *entry {
 	raw := c.s.ks.get(c.kbuf)
 	e := c.resolve(raw, name)
 	if e == nil && raw != nil && c.s.ks.swap(raw.key, raw, nil) {
-		c.s.store.Delete(raw.bkey)
+		c.s.freeValue(raw)
 		if !raw.liveAt(c.s.nowMs()) {
 			c.s.stats.expired.Add(1)
 		}
@@ -51,7 +51,7 @@ func (s *Server) payloadStored(dst []byte, sp *space, name []byte) ([]byte, bool
 		return pk, false
 	}
 	p := s.ks.get(pk)
-	return pk, p != nil && p.liveAt(s.nowMs()) && s.store.Contains(p.bkey)
+	return pk, p != nil && p.liveAt(s.nowMs()) && s.present(p)
 }
 
 // lookup is find for readers: a key this node does not have may be held
@@ -110,7 +110,7 @@ func (c *conn) openRemote(name []byte, storeCounted bool) (*tier.Handle, *entry,
 // its block is in this node's store.
 func (s *Server) LocalName(namespace, name string) (RemoteKey, bool) {
 	e := s.ks.get([]byte(namespace + "\x00" + name))
-	if e == nil || !e.liveAt(s.nowMs()) || !s.store.Contains(e.bkey) {
+	if e == nil || !e.liveAt(s.nowMs()) || !s.present(e) {
 		return RemoteKey{}, false
 	}
 	if e.paired {
@@ -118,7 +118,16 @@ func (s *Server) LocalName(namespace, name string) (RemoteKey, bool) {
 			return RemoteKey{}, false
 		}
 	}
-	return RemoteKey{Block: e.bkey, Size: e.size, ExpireAtMs: e.expireAt.Load(), Gen: e.gen}, true
+	k := e.bkey
+	if e.inline {
+		// Another node reads values by block: an inline one is written
+		// as its block first (once; deleted with the key).
+		var err error
+		if k, err = s.materialize(e); err != nil {
+			return RemoteKey{}, false
+		}
+	}
+	return RemoteKey{Block: k, Size: e.size, ExpireAtMs: e.expireAt.Load(), Gen: e.gen}, true
 }
 
 // open finds a key and pins its value. A block that vanished between the
@@ -132,6 +141,15 @@ func (c *conn) open(name []byte) (h *tier.Handle, e *entry, msg string) {
 		e = c.find(name)
 		if e == nil {
 			return c.openRemote(name, storeCounted)
+		}
+		if e.inline {
+			h, err := c.s.pin(c.s.ctx, e)
+			if err == nil {
+				c.s.stats.hits.Add(1)
+				c.s.stats.inlineHits.Add(1)
+				return h, e, ""
+			}
+			continue // dropped: read as missing
 		}
 		release, msg := c.s.admitRead(e.bkey, e.size)
 		if msg != "" {
@@ -277,7 +295,7 @@ func cmdDel(c *conn, args [][]byte) error {
 func (c *conn) del(name []byte) bool {
 	deleted := false
 	if e := c.find(name); e != nil && c.s.ks.swap(e.key, e, nil) {
-		c.s.store.Delete(e.bkey)
+		c.s.freeValue(e)
 		deleted = true
 	}
 	if c.deletedHere(name) {

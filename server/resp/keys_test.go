@@ -121,12 +121,30 @@ func TestLMCachePairs(t *testing.T) {
 	if got := c.do("GET", "user:metadata"); got != "$1\r\nx\r\n" {
 		t.Errorf("unpaired metadata key: %q", got)
 	}
-	// OnDrop of the metadata takes the payload with it.
+	// Evicting the (inline) metadata takes the payload with it, and the
+	// store's eviction of a payload block takes the metadata.
 	c.do("SET", "d:kv_bytes", kv)
 	c.do("SET", "d:metadata", md)
 	e = s.ks.get(compose(nil, s.ks.space("default/redis"), []byte("d:metadata")))
+	if !e.inline || !e.paired {
+		t.Fatalf("28-byte metadata: inline %v, tied %v", e.inline, e.paired)
+	}
+	s.evict(e)
+	if got := c.do("EXISTS", "d:kv_bytes", "d:metadata"); got != ":0\r\n" {
+		t.Errorf("after the metadata was evicted: %q", got)
+	}
+	c.do("SET", "d:kv_bytes", kv)
+	c.do("SET", "d:metadata", md)
+	e = s.ks.get(compose(nil, s.ks.space("default/redis"), []byte("d:kv_bytes")))
 	s.dropped(e.bkey)
 	if got := c.do("EXISTS", "d:kv_bytes", "d:metadata"); got != ":0\r\n" {
-		t.Errorf("after the metadata was dropped: %q", got)
+		t.Errorf("after the payload was dropped: %q", got)
+	}
+	// Both halves inline: evicting the payload takes the metadata.
+	c.do("SET", "s:kv_bytes", "tiny")
+	c.do("SET", "s:metadata", md)
+	s.evict(s.ks.get(compose(nil, s.ks.space("default/redis"), []byte("s:kv_bytes"))))
+	if got := c.do("EXISTS", "s:kv_bytes", "s:metadata"); got != ":0\r\n" {
+		t.Errorf("after the inline payload was evicted: %q", got)
 	}
 }

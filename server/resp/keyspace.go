@@ -35,6 +35,18 @@ type entry struct {
 	// remote is set on a transient entry for a key another node holds
 	// (conn.findRemote); such an entry is never in the table.
 	remote *RemoteKey
+
+	// An inline value (inline.go) lives here rather than in a block of
+	// the store: val with its CRC-32C, bkey unused. mat is set once the
+	// value was also written as block blockKey(space, name, gen), for
+	// another node to read or to outlive a restart.
+	inline bool
+	crc    uint32
+	val    []byte
+	mat    atomic.Bool
+	// used is the inline clock (Server.tick) at the last read or write,
+	// for eviction.
+	used atomic.Uint32
 }
 
 func (e *entry) name() string { return e.key[len(e.space.name)+1:] }
@@ -57,8 +69,12 @@ type space struct {
 const shards = 64
 
 type keyspace struct {
-	seed  maphash.Seed
-	names [shards]struct {
+	seed maphash.Seed
+	// inlineBytes is what the inline values in the table cost
+	// (entry.cost), the figure Options.InlineCapacity bounds.
+	inlineBytes atomic.Int64
+	inlineKeys  atomic.Int64
+	names       [shards]struct {
 		sync.RWMutex
 		m map[string]*entry
 		_ [40]byte // keep shards on separate cache lines
@@ -180,6 +196,10 @@ func (ks *keyspace) account(e *entry, d int64) {
 	if e == nil {
 		return
 	}
+	if e.inline {
+		ks.inlineBytes.Add(d * e.cost())
+		ks.inlineKeys.Add(d)
+	}
 	e.space.keys.Add(d)
 	if e.expireAt.Load() != 0 {
 		e.space.expires.Add(d)
@@ -187,6 +207,9 @@ func (ks *keyspace) account(e *entry, d int64) {
 }
 
 func (ks *keyspace) linkBlock(e *entry) {
+	if e.inline {
+		return // no block of its own: SCAN and OnDrop go by the table
+	}
 	b := &ks.blocks[blockShard(e.bkey)]
 	b.Lock()
 	b.m[e.bkey] = e
@@ -194,6 +217,9 @@ func (ks *keyspace) linkBlock(e *entry) {
 }
 
 func (ks *keyspace) unlinkBlock(e *entry) {
+	if e.inline {
+		return
+	}
 	b := &ks.blocks[blockShard(e.bkey)]
 	b.Lock()
 	if b.m[e.bkey] == e {
@@ -320,6 +346,22 @@ func (ks *keyspace) each(sp *space, fn func(*entry) bool) {
 		}
 		s.RUnlock()
 	}
+}
+
+// eachInline calls fn, under the shard's read lock, for every inline
+// entry of name shard i, and returns how many there were.
+func (ks *keyspace) eachInline(i int, fn func(*entry)) int64 {
+	s := &ks.names[i]
+	s.RLock()
+	defer s.RUnlock()
+	n := int64(0)
+	for _, e := range s.m {
+		if e.inline {
+			fn(e)
+			n++
+		}
+	}
+	return n
 }
 
 // LMCache stores a chunk as "<k>kv_bytes" (the payload) and "<k>metadata"

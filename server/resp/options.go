@@ -72,6 +72,17 @@ type Options struct {
 	// FLUSHDB stay per node, as in Redis Cluster (docs/resp.md). Nil: the
 	// node's own keys only.
 	Cluster Names
+	// InlineMax is the longest value kept inline: in the key table, with
+	// its CRC-32C, instead of in a block of the store with a record and an
+	// index entry of its own (docs/resp.md, "Inline values"). Default
+	// DefaultInlineMax; negative keeps every value in a block.
+	InlineMax int
+	// InlineCapacity bounds what inline values cost in memory, in bytes:
+	// their keys, values and table entries. Past it the least recently
+	// used of a sample of inline keys are evicted, as Redis's allkeys-lru
+	// does. Default an eighth of the store's top tier capacity, at least
+	// 16 MiB; the node takes it out of the DRAM tier's size.
+	InlineCapacity int64
 	// Version is reported as yuebing_version by INFO. Default "devel".
 	Version string
 	// Now is the clock for expiry. Default time.Now.
@@ -151,6 +162,15 @@ func (o *Options) EnsureDefaults() {
 	if o.Version == "" {
 		o.Version = "devel"
 	}
+	if o.InlineMax == 0 {
+		o.InlineMax = DefaultInlineMax
+	}
+	if o.InlineCapacity == 0 && o.Store != nil {
+		if ts := o.Store.Tiers(); len(ts) > 0 {
+			o.InlineCapacity = ts[0].Stats().Capacity / 8
+		}
+		o.InlineCapacity = max(o.InlineCapacity, 16<<20)
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -192,6 +212,12 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxConns <= 0 {
 		errs = append(errs, fmt.Errorf("resp: MaxConns %d must be positive", o.MaxConns))
+	}
+	if o.InlineMax > smallArg {
+		errs = append(errs, fmt.Errorf("resp: InlineMax %d must be at most %d", o.InlineMax, smallArg))
+	}
+	if o.InlineMax > 0 && o.InlineCapacity <= 0 {
+		errs = append(errs, fmt.Errorf("resp: InlineCapacity %d must be positive", o.InlineCapacity))
 	}
 	if o.StallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("resp: StallTimeout %v must not be negative", o.StallTimeout))

@@ -54,13 +54,40 @@ func cmdScan(c *conn, args [][]byte) error {
 	}
 	now := c.s.nowMs()
 	var found []*entry
-	next := c.s.store.Scan(cursor, int(min(count, 1<<20)), func(k block.Key, _ index.Entry) bool {
-		if e := c.s.ks.byBlock(k); e != nil && e.space == c.sp && e.liveAt(now) &&
-			(pattern == nil || match(pattern, []byte(e.name()))) {
+	keep := func(e *entry) {
+		if e.space == c.sp && e.liveAt(now) && (pattern == nil || match(pattern, []byte(e.name()))) {
 			found = append(found, e)
 		}
-		return true
-	})
+	}
+	next := uint64(0)
+	budget := min(count, 1<<20)
+	if cursor&inlinePhase == 0 {
+		visited := int64(0)
+		next = c.s.store.Scan(cursor, int(budget), func(k block.Key, _ index.Entry) bool {
+			visited++
+			if e := c.s.ks.byBlock(k); e != nil {
+				keep(e)
+			}
+			return true
+		})
+		budget -= visited
+		if next == 0 {
+			cursor = inlinePhase // on to the inline values
+		}
+	}
+	if next == 0 {
+		// Inline values are in no block: the table's shards are visited
+		// one at a time, each whole, so a key present throughout is
+		// returned once.
+		i := cursor &^ inlinePhase
+		for first := true; i < shards && (budget > 0 || first); i++ {
+			first = false // each call visits a shard at least
+			budget -= c.s.ks.eachInline(int(i), keep)
+		}
+		if i < shards {
+			next = inlinePhase | i
+		}
+	}
 	c.writeArray(2)
 	c.writeBulkString(strconv.FormatUint(next, 10))
 	if !typeOK {
@@ -69,6 +96,11 @@ func cmdScan(c *conn, args [][]byte) error {
 	}
 	return c.writeNames(c.visible(found))
 }
+
+// inlinePhase marks a SCAN cursor past the store's blocks, among the
+// table's inline values; the store's cursors leave the bit clear (their
+// shard number is in the high word and far below 1<<30).
+const inlinePhase = 1 << 62
 
 // writeNames answers with an array of key names, flushing as it goes.
 func (c *conn) writeNames(names []string) error {
@@ -126,7 +158,7 @@ func flush(c *conn, args [][]byte, sp *space) error {
 	})
 	for _, e := range es {
 		if c.s.ks.swap(e.key, e, nil) {
-			c.s.store.Delete(e.bkey)
+			c.s.freeValue(e)
 		}
 	}
 	c.writeOK()

@@ -26,8 +26,13 @@ type Server struct {
 	store *tier.Hierarchy
 	ks    *keyspace
 	gen   atomic.Uint64 // last generation handed out; see blockKey
-	start time.Time
-	ids   atomic.Int64
+	// tick counts the expiry loop's rounds (100 ms): the clock of inline
+	// keys' last use, for eviction. evictShard is where the next eviction
+	// sample is taken.
+	tick       atomic.Uint32
+	evictShard atomic.Uint64
+	start      time.Time
+	ids        atomic.Int64
 
 	stats counters
 	// setWarn and delWarn limit the logging of SETs and DELs that did not
@@ -67,6 +72,8 @@ type counters struct {
 	commands, errors                     atomic.Int64
 	hits, misses, expired, evicted, sets atomic.Int64
 	remoteHits                           atomic.Int64 // hits served from another node
+	corrupt                              atomic.Int64 // inline values that failed their checksum
+	inlineHits                           atomic.Int64 // hits of inline values, which the store does not see
 	netIn, netOut                        atomic.Int64
 }
 
@@ -82,6 +89,7 @@ type Stats struct {
 	KeyspaceHits      int64 `json:"keyspace_hits"`
 	KeyspaceMisses    int64 `json:"keyspace_misses"`
 	RemoteHits        int64 `json:"keyspace_remote_hits"` // of KeyspaceHits, served from another node
+	InlineHits        int64 `json:"keyspace_inline_hits"` // of KeyspaceHits, inline values (not the store's)
 	ExpiredKeys       int64 `json:"expired_keys"`
 	EvictedKeys       int64 `json:"evicted_keys"` // dropped by the store, pair partners included
 	Keys              int64 `json:"keys"`         // all namespaces
@@ -90,6 +98,10 @@ type Stats struct {
 	NetOutputBytes    int64 `json:"total_net_output_bytes"`
 	UptimeSeconds     int64 `json:"uptime_in_seconds"`
 	ExpiryHeapEntries int   `json:"expiry_heap_entries"`
+	InlineKeys        int64 `json:"inline_keys"`     // keys whose value is inline
+	InlineBytes       int64 `json:"inline_bytes"`    // what they cost, against InlineCapacity
+	InlineCapacity    int64 `json:"inline_capacity"` // Options.InlineCapacity
+	CorruptValues     int64 `json:"corrupt_values"`  // inline values dropped for a bad checksum
 }
 
 // NewServer rebuilds the key table from the store's blocks and starts
@@ -202,6 +214,13 @@ func (s *Server) dropped(k block.Key) {
 		return
 	}
 	s.stats.evicted.Add(1)
+	s.dropPartner(e)
+}
+
+// dropPartner removes the other half of an LMCache pair whose half e was
+// evicted, if the two are tied. Its block, if any, is deleted by the
+// deleter: this runs inside the store's eviction.
+func (s *Server) dropPartner(e *entry) {
 	pk, isPayload := partner(nil, e.space, []byte(e.name()))
 	if pk == nil {
 		return
@@ -212,9 +231,11 @@ func (s *Server) dropped(k block.Key) {
 	}
 	if s.ks.swap(p.key, p, nil) {
 		s.stats.evicted.Add(1)
-		select {
-		case s.delQ <- p.bkey:
-		default:
+		if k, ok := valueBlock(p); ok {
+			select {
+			case s.delQ <- k:
+			default:
+			}
 		}
 	}
 }
@@ -242,10 +263,11 @@ func (s *Server) expireLoop() {
 		case <-s.bg.stop:
 			return
 		}
+		s.tick.Add(1)
 		for {
 			due := s.ks.due(s.nowMs(), 1024)
 			for _, e := range due {
-				s.store.Delete(e.bkey)
+				s.freeValue(e)
 				s.stats.expired.Add(1)
 			}
 			if len(due) < 1024 {
@@ -270,6 +292,7 @@ func (s *Server) Stats() Stats {
 		KeyspaceHits:     s.stats.hits.Load(),
 		KeyspaceMisses:   s.stats.misses.Load(),
 		RemoteHits:       s.stats.remoteHits.Load(),
+		InlineHits:       s.stats.inlineHits.Load(),
 		ExpiredKeys:      s.stats.expired.Load(),
 		EvictedKeys:      s.stats.evicted.Load(),
 		NetInputBytes:    s.stats.netIn.Load(),
@@ -282,6 +305,8 @@ func (s *Server) Stats() Stats {
 	}
 	s.ks.exp.Lock()
 	st.ExpiryHeapEntries = s.ks.exp.h.Len()
+	st.InlineKeys, st.InlineBytes = s.ks.inlineKeys.Load(), s.ks.inlineBytes.Load()
+	st.InlineCapacity, st.CorruptValues = s.opts.InlineCapacity, s.stats.corrupt.Load()
 	s.ks.exp.Unlock()
 	return st
 }
@@ -415,6 +440,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-done
 	}
 	if !already {
+		// No command runs now: inline values become blocks, for the
+		// store's Flush to keep across a restart.
+		s.persistInline()
 		close(s.bg.stop)
 	}
 	s.bg.wg.Wait()

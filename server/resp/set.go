@@ -182,6 +182,9 @@ func (c *conn) setSmall(name, val []byte, o setOpts, reply bool) error {
 			expireAt = cur.expireAt.Load()
 		}
 	}
+	if c.s.inlineOK(len(val)) {
+		return c.install(name, c.newInline(name, val, expireAt), o, reply)
+	}
 	e, popts := c.newEntry(name, int64(len(val)), expireAt)
 	if _, err := c.s.store.Put(c.s.ctx, e.bkey, val, popts); err != nil {
 		c.writeError(storeError(err, int64(len(val))))
@@ -319,12 +322,12 @@ func (c *conn) install(name []byte, e *entry, o setOpts, reply bool) error {
 			cur = c.findRemote(name)
 		}
 		if o.nx && cur != nil || o.xx && cur == nil {
-			c.s.store.Delete(e.bkey)
+			c.s.freeValue(e)
 			return c.setSkipped(name, o)
 		}
 		var old *tier.Handle
 		if o.get && cur != nil {
-			if h, _, err := c.s.store.Get(c.s.ctx, cur.bkey); err == nil {
+			if h, err := c.s.pin(c.s.ctx, cur); err == nil {
 				old = h
 			}
 		}
@@ -426,13 +429,16 @@ func cmdGetSet(c *conn, n int) error {
 // leaves it, and the other nodes drop older values.
 func (c *conn) replaced(name []byte, raw, e *entry) {
 	if raw != nil {
-		c.s.store.Delete(raw.bkey)
+		c.s.freeValue(raw)
 	}
-	if !c.s.store.Contains(e.bkey) {
+	if !c.s.present(e) {
 		c.s.ks.swap(e.key, e, nil) // evicted before it was in the table
 	}
 	c.writtenHere(name, e)
 	c.s.stats.sets.Add(1)
+	if e.inline && c.s.ks.inlineBytes.Load() > c.s.opts.InlineCapacity {
+		c.s.evictInline()
+	}
 }
 
 // cmdMSet stores pair after pair as they arrive, streaming long values like

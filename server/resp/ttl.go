@@ -93,7 +93,7 @@ func expire(c *conn, args [][]byte, unit int64, name string, absolute bool) erro
 	}
 	if at <= now {
 		if c.s.ks.swap(e.key, e, nil) {
-			c.s.store.Delete(e.bkey)
+			c.s.freeValue(e)
 		}
 		c.writeInt(1)
 		return nil
