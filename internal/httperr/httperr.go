@@ -6,26 +6,75 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-
-	"github.com/yuebing/yuebing/block"
-	"github.com/yuebing/yuebing/tier"
 )
 
 // Row maps errors to an HTTP status and a stable code. Err is a sentinel
-// matched with errors.Is; As, when set instead, matches error types
-// (errors.As).
+// matched with errors.Is; Kind, set instead, matches the sentinels of that
+// kind (see Kinded) without naming their package; As, set instead, matches
+// error types (errors.As).
 type Row struct {
 	Err    error
+	Kind   string
 	As     func(error) bool
 	Status int
 	Code   string
 }
 
+// Kinded is a sentinel error that names itself, by its Go name
+// ("tier.ErrNotFound"): how the packages below the HTTP surfaces (block,
+// tier) export their sentinels to this table, which imports none of them.
+type Kinded interface {
+	error
+	Kind() string
+}
+
 func (r Row) matches(err error) bool {
-	if r.As != nil {
+	switch {
+	case r.As != nil:
 		return r.As(err)
+	case r.Kind != "":
+		return hasKind(err, r.Kind)
 	}
 	return errors.Is(err, r.Err)
+}
+
+// hasKind reports whether err or an error it wraps is a Kinded of kind,
+// walking the tree as errors.Is does.
+func hasKind(err error, kind string) bool {
+	for err != nil {
+		if k, ok := err.(Kinded); ok && k.Kind() == kind {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if hasKind(e, kind) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// kindError stands for the sentinel of a kind where an answer is turned
+// back into an error (Table.Err): errors.Is(kindError{k}, s) holds for the
+// Kinded sentinel s of kind k.
+type kindError struct{ kind string }
+
+func (e kindError) Error() string { return e.kind }
+
+// Kind makes a kindError Kinded, so that it gets its sentinel's answer.
+func (e kindError) Kind() string { return e.kind }
+
+func (e kindError) Is(target error) bool {
+	k, ok := target.(Kinded)
+	return ok && k.Kind() == e.kind
 }
 
 // Table is an ordered list of rows: the first that matches wins, so a row
@@ -36,14 +85,24 @@ type Table []Row
 // a programming error (two answers for one cause), and panics.
 func Join(groups ...[]Row) Table {
 	var t Table
-	seen := make(map[error]bool)
+	seen := make(map[any]bool)
 	for _, g := range groups {
 		for _, r := range g {
-			if r.Err != nil {
-				if seen[r.Err] {
-					panic(fmt.Sprintf("httperr: %v mapped twice", r.Err))
+			var id any
+			switch {
+			case r.Kind != "":
+				id = r.Kind
+			case r.Err != nil:
+				id = r.Err
+				if k, ok := r.Err.(Kinded); ok {
+					id = k.Kind()
 				}
-				seen[r.Err] = true
+			}
+			if id != nil {
+				if seen[id] {
+					panic(fmt.Sprintf("httperr: %v mapped twice", id))
+				}
+				seen[id] = true
 			}
 			t = append(t, r)
 		}
@@ -70,8 +129,14 @@ func (t Table) Status(err error) (status int, code string) {
 // errors.Is.
 func (t Table) Err(code string) error {
 	for _, r := range t {
-		if r.Code == code && r.Err != nil {
+		if r.Code != code {
+			continue
+		}
+		if r.Err != nil {
 			return r.Err
+		}
+		if r.Kind != "" {
+			return kindError{r.Kind}
 		}
 	}
 	return nil
@@ -121,24 +186,24 @@ func isMaxBytes(err error) bool {
 
 // Common are the rows of the sentinels below the HTTP surfaces.
 var Common = []Row{
-	{Err: block.ErrInvalidKey, Status: http.StatusBadRequest, Code: "invalid_key"},
-	{Err: block.ErrInvalidNamespace, Status: http.StatusBadRequest, Code: "invalid_namespace"},
-	{Err: block.ErrInvalidBlockSize, Status: http.StatusBadRequest, Code: "invalid_block_size"},
-	{Err: block.ErrInvalidToken, Status: http.StatusBadRequest, Code: "invalid_token"},
-	{Err: tier.ErrMeta, Status: http.StatusBadRequest, Code: "bad_request"},
-	{Err: tier.ErrSize, Status: http.StatusBadRequest, Code: "size_mismatch"},
-	{Err: tier.ErrNotFound, Status: http.StatusNotFound, Code: "not_found"},
+	{Kind: "block.ErrInvalidKey", Status: http.StatusBadRequest, Code: "invalid_key"},
+	{Kind: "block.ErrInvalidNamespace", Status: http.StatusBadRequest, Code: "invalid_namespace"},
+	{Kind: "block.ErrInvalidBlockSize", Status: http.StatusBadRequest, Code: "invalid_block_size"},
+	{Kind: "block.ErrInvalidToken", Status: http.StatusBadRequest, Code: "invalid_token"},
+	{Kind: "tier.ErrMeta", Status: http.StatusBadRequest, Code: "bad_request"},
+	{Kind: "tier.ErrSize", Status: http.StatusBadRequest, Code: "size_mismatch"},
+	{Kind: "tier.ErrNotFound", Status: http.StatusNotFound, Code: "not_found"},
 	// The copy failed verification and was dropped: the block is gone, and
 	// saying so is more useful than a bare 404.
-	{Err: tier.ErrCorrupt, Status: http.StatusNotFound, Code: "corrupt_dropped"},
-	{Err: tier.ErrExists, Status: http.StatusConflict, Code: "conflict"},
-	{Err: tier.ErrTooLarge, Status: http.StatusRequestEntityTooLarge, Code: "too_large"},
+	{Kind: "block.ErrCorrupt", Status: http.StatusNotFound, Code: "corrupt_dropped"},
+	{Kind: "tier.ErrExists", Status: http.StatusConflict, Code: "conflict"},
+	{Kind: "tier.ErrTooLarge", Status: http.StatusRequestEntityTooLarge, Code: "too_large"},
 	{As: isMaxBytes, Status: http.StatusRequestEntityTooLarge, Code: "too_large"},
-	{Err: tier.ErrChecksum, Status: http.StatusUnprocessableEntity, Code: "checksum_mismatch"},
-	{Err: tier.ErrNoSpace, Status: http.StatusInsufficientStorage, Code: "no_space"},
-	{Err: tier.ErrClosed, Status: http.StatusServiceUnavailable, Code: "unavailable"},
+	{Kind: "tier.ErrChecksum", Status: http.StatusUnprocessableEntity, Code: "checksum_mismatch"},
+	{Kind: "tier.ErrNoSpace", Status: http.StatusInsufficientStorage, Code: "no_space"},
+	{Kind: "tier.ErrClosed", Status: http.StatusServiceUnavailable, Code: "unavailable"},
 	// A tier's device is failing (tier/ssd degraded): retry later.
-	{Err: tier.ErrUnavailable, Status: http.StatusServiceUnavailable, Code: "unavailable"},
+	{Kind: "tier.ErrUnavailable", Status: http.StatusServiceUnavailable, Code: "unavailable"},
 	{Err: context.DeadlineExceeded, Status: http.StatusServiceUnavailable, Code: "timeout"},
 	// The client went away; nobody reads the answer.
 	{Err: context.Canceled, Status: 499, Code: "canceled"},
