@@ -30,7 +30,7 @@ import (
 type Config struct {
 	HTTP ListenerConfig `yaml:"http"`
 	// RESP is the Redis-protocol front end. Empty listen disables it.
-	RESP ListenerConfig `yaml:"resp"`
+	RESP RESPConfig `yaml:"resp"`
 	// Transfer is the block transfer service between nodes. Empty listen
 	// disables it.
 	Transfer ListenerConfig `yaml:"transfer"`
@@ -83,6 +83,20 @@ type ConsoleConfig struct {
 type ListenerConfig struct {
 	// Listen is host:port; empty disables the listener.
 	Listen string `yaml:"listen"`
+}
+
+// RESPConfig configures the Redis-protocol front end (docs/resp.md).
+type RESPConfig struct {
+	// Listen is host:port; empty disables the front end.
+	Listen string `yaml:"listen"`
+	// InlineMax is the longest value kept inline, in the key table
+	// rather than in a block of the store, in bytes. Default (0): 1024;
+	// negative keeps every value in a block.
+	InlineMax int `yaml:"inline_max"`
+	// InlineCapacity bounds the memory of inline values (keys, values and
+	// table entries), beside the DRAM tier's capacity. Default (0): a
+	// sixteenth of dram.capacity, at least 16 MiB.
+	InlineCapacity ByteSize `yaml:"inline_capacity"`
 }
 
 // ShmConfig configures the shared-memory staging service.
@@ -351,7 +365,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		HTTP:      ListenerConfig{Listen: DefaultHTTPListen},
-		RESP:      ListenerConfig{Listen: DefaultRESPListen},
+		RESP:      RESPConfig{Listen: DefaultRESPListen},
 		Transfer:  ListenerConfig{Listen: DefaultTransferListen},
 		Shm:       ShmConfig{Listen: "auto"},
 		Conductor: DefaultConductorConfig(),

@@ -26,9 +26,9 @@ import (
 //     them across a restart as it keeps DRAM blocks. A crash loses them,
 //     as it loses values only in the DRAM tier.
 
-// DefaultInlineMax is the default Options.InlineMax: values up to 4 KiB
+// DefaultInlineMax is the default Options.InlineMax: values up to 1 KiB
 // stay inline (docs/benchmarks.md, "Inline values", for the measurement).
-const DefaultInlineMax = 4096
+const DefaultInlineMax = 1024
 
 // entryOverhead is what an inline key costs beyond its key and value
 // bytes: the entry, its slot in the table's map and the allocations'

@@ -80,8 +80,9 @@ type Options struct {
 	// InlineCapacity bounds what inline values cost in memory, in bytes:
 	// their keys, values and table entries. Past it the least recently
 	// used of a sample of inline keys are evicted, as Redis's allkeys-lru
-	// does. Default an eighth of the store's top tier capacity, at least
-	// 16 MiB; the node takes it out of the DRAM tier's size.
+	// does. Default a sixteenth of the store's top tier capacity, at
+	// least 16 MiB. It is memory beside the top tier's (INFO's maxmemory
+	// counts both).
 	InlineCapacity int64
 	// Version is reported as yuebing_version by INFO. Default "devel".
 	Version string
@@ -167,7 +168,7 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.InlineCapacity == 0 && o.Store != nil {
 		if ts := o.Store.Tiers(); len(ts) > 0 {
-			o.InlineCapacity = ts[0].Stats().Capacity / 8
+			o.InlineCapacity = ts[0].Stats().Capacity / 16
 		}
 		o.InlineCapacity = max(o.InlineCapacity, 16<<20)
 	}
