@@ -55,6 +55,9 @@ func (h *Hierarchy) getLocal(ctx context.Context, key block.Key) (*Handle, int, 
 		return nil, -1, ErrClosed
 	}
 	e, ok := h.ix.Get(key)
+	if !ok && h.discover(key) {
+		e, ok = h.ix.Get(key)
+	}
 	if !ok {
 		h.Missed()
 		return nil, -1, ErrNotFound
@@ -83,6 +86,10 @@ func (h *Hierarchy) getLocal(ctx context.Context, key block.Key) (*Handle, int, 
 		case errors.Is(err, ErrCorrupt):
 			corrupt = err
 			h.clearCopy(key, level, e.Loc)
+		case errors.Is(err, ErrUnavailable):
+			// The tier's device (a bucket, a disk) is failing: its copy
+			// is kept for when it recovers, and the read is a miss here
+			// rather than an error for the client.
 		default:
 			return nil, -1, err
 		}
@@ -104,4 +111,27 @@ func (h *Hierarchy) Missed() {
 	for level := range h.tiers {
 		h.counters[level].skipped.Add(1)
 	}
+}
+
+// SharedTier is implemented by tiers that other nodes write too (the S3
+// tier with a namespace shared across clusters): a key the hierarchy's index
+// does not know may still be there.
+type SharedTier interface {
+	Shared() bool
+}
+
+// discover looks for key in the shared tiers after an index miss, and
+// records a copy it finds so the read goes on as for any indexed block.
+// Stat is a lookup in the tier's memory, so a miss costs no I/O.
+func (h *Hierarchy) discover(key block.Key) bool {
+	found := false
+	for level, t := range h.tiers {
+		if st, ok := t.(SharedTier); ok && st.Shared() {
+			if _, err := t.Stat(key); err == nil {
+				h.indexCopy(key, level)
+				found = true
+			}
+		}
+	}
+	return found
 }

@@ -1,0 +1,91 @@
+package s3_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/yuebing/yuebing/tier"
+	"github.com/yuebing/yuebing/tier/dram"
+	"github.com/yuebing/yuebing/tier/s3"
+	"github.com/yuebing/yuebing/tier/s3/s3test"
+	"github.com/yuebing/yuebing/tier/tiertest"
+)
+
+func hierarchy(t *testing.T, o s3.Options) (*tier.Hierarchy, *s3.Tier) {
+	t.Helper()
+	d, err := dram.New(dram.Options{Capacity: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := open(t, o)
+	h, err := tier.NewHierarchy([]tier.Tier{d, st}, tier.HierarchyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h, st
+}
+
+func checkHGet(t *testing.T, h *tier.Hierarchy, i, size, wantLevel int) {
+	t.Helper()
+	k := tiertest.Key(i)
+	hd, level, err := h.Get(t.Context(), k)
+	if err != nil {
+		t.Fatalf("Get %d: %v", i, err)
+	}
+	defer hd.Release()
+	if level != wantLevel || !bytes.Equal(hd.Bytes(), tiertest.Value(k, size)) {
+		t.Fatalf("Get %d: level %d (want %d), %d bytes", i, level, wantLevel, hd.Len())
+	}
+}
+
+// A hierarchy of DRAM over S3: evictions go down to the bucket, a read
+// finds them there, a failing bucket turns reads of what only it holds into
+// misses (never errors) while DRAM keeps serving, and a second node sharing
+// the namespace reads what the first demoted.
+func TestHierarchyOverS3(t *testing.T) {
+	srv := s3test.Start(t)
+	px := s3test.NewProxy(t, srv)
+	o := opts(srv, 64<<20)
+	o.Endpoint = px.Endpoint
+	o.RequestTimeout = 300 * time.Millisecond
+	h, st := hierarchy(t, o)
+	const n, size = 40, 100_000 // 4 MB through 1 MB of DRAM
+	for i := range n {
+		k := tiertest.Key(i)
+		if _, err := h.Put(t.Context(), k, tiertest.Value(k, size), tier.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for st.Stats().Blocks < n-10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("S3 holds %d blocks after %d puts through 1 MB of DRAM", st.Stats().Blocks, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := st.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	checkHGet(t, h, 0, size, 1)
+
+	// A second node with the same bucket and namespace and its own DRAM.
+	h2, _ := hierarchy(t, o)
+	checkHGet(t, h2, 1, size, 1)
+
+	// The bucket fails: what DRAM holds is served, the rest is a miss.
+	px.Set(s3test.Fail5xx)
+	if _, _, err := h.Get(t.Context(), tiertest.Key(2)); !errors.Is(err, tier.ErrNotFound) && err != nil {
+		t.Fatalf("Get of an S3-only block while the bucket fails = %v, want a miss", err)
+	}
+	waitDegraded(t, st)
+	if _, _, err := h.Get(t.Context(), tiertest.Key(3)); !errors.Is(err, tier.ErrNotFound) {
+		t.Fatalf("Get of an S3-only block while degraded = %v, want a miss", err)
+	}
+	checkHGet(t, h, n-1, size, 0)
+	px.Set(s3test.Pass)
+	waitHealthy(t, st)
+	checkHGet(t, h, 3, size, 1)
+}
