@@ -43,6 +43,9 @@ type Update struct {
 	Reset bool
 	// Changes apply in order.
 	Changes []Change
+	// BlockSize is the block size the keys of Changes are chained with:
+	// the engine's, as its events state it (Mapper.BlockSize).
+	BlockSize int
 }
 
 // mapped is what the Mapper knows of one engine block hash.
@@ -58,7 +61,10 @@ type mapped struct {
 // use; a Subscriber owns one.
 type Mapper struct {
 	namespace string
-	blockSize int
+	// configured is the block size the Mapper was made with, blockSize the
+	// one it keys with now: the engine's, once its events state one.
+	configured int
+	blockSize  int
 	maxBlocks int
 	root      block.Key
 	chain     *block.Chain
@@ -84,8 +90,9 @@ func NewMapper(namespace string, blockSize, maxBlocks int, stats *Stats) (*Mappe
 		stats = new(Stats)
 	}
 	return &Mapper{
-		namespace: namespace,
-		blockSize: blockSize,
+		namespace:  namespace,
+		configured: blockSize,
+		blockSize:  blockSize,
 		maxBlocks: maxBlocks,
 		root:      block.Root(namespace, blockSize),
 		chain:     c,
@@ -94,6 +101,10 @@ func NewMapper(namespace string, blockSize, maxBlocks int, stats *Stats) (*Mappe
 		stats:     stats,
 	}, nil
 }
+
+// BlockSize returns the block size the Mapper keys with: the configured
+// one until the engine's events state another.
+func (m *Mapper) BlockSize() int { return m.blockSize }
 
 // Len returns how many engine hashes the Mapper holds a key for.
 func (m *Mapper) Len() int { return len(m.byHash) }
@@ -113,8 +124,12 @@ func (m *Mapper) Reset() {
 
 // Apply maps a batch's events to changes. Events that cannot be keyed are
 // counted and skipped: a block whose parent is unknown (missed events), of
-// another block size, of a LoRA adapter, or hashed over more than tokens.
+// a LoRA adapter, hashed over more than tokens, or of a block size no key
+// takes. A block of another valid size than the Mapper's makes it key with
+// that size from then on (adopt): the engine's events, not configuration,
+// say what its blocks are.
 func (m *Mapper) Apply(b Batch, u *Update) {
+	defer func() { u.BlockSize = m.blockSize }()
 	for i := range b.Events {
 		e := &b.Events[i]
 		switch e.Kind {
@@ -137,13 +152,15 @@ func (m *Mapper) Apply(b Batch, u *Update) {
 }
 
 func (m *Mapper) stored(e *Event, u *Update) {
+	if e.BlockSize != m.configured && !e.Unkeyable {
+		m.stats.OtherBlockSize.Add(1)
+	}
 	switch {
-	case e.Unkeyable, e.BlockSize != m.blockSize:
+	case e.Unkeyable, e.LoRA, e.Extra, block.ValidateBlockSize(e.BlockSize) != nil:
 		m.stats.Unkeyable.Add(1)
 		return
-	case e.LoRA || e.Extra:
-		m.stats.Unkeyable.Add(1)
-		return
+	case e.BlockSize != m.blockSize:
+		m.adopt(e.BlockSize, u)
 	}
 	prev := m.root
 	if e.Parent != "" {
@@ -195,6 +212,24 @@ func (m *Mapper) removed(e *Event, u *Update) {
 			m.gone = append(m.gone, h)
 		}
 		m.release(old.key, tier, u)
+	}
+}
+
+// adopt keys blocks of size bs from now on: the engine's events say its
+// blocks are of that size, and keys of any other size would match no
+// prompt keyed as the engine runs it. What was keyed at the old size is
+// dropped (the view starts over).
+func (m *Mapper) adopt(bs int, u *Update) {
+	c, err := block.NewChain(m.namespace, bs)
+	if err != nil {
+		panic("BUG: kvevents: a validated block size does not chain: " + err.Error())
+	}
+	m.stats.BlockSizeChanges.Add(1)
+	m.blockSize, m.chain, m.root = bs, c, block.Root(m.namespace, bs)
+	if len(m.byHash) > 0 || len(m.gone) > 0 {
+		m.Reset()
+		u.Reset = true
+		u.Changes = u.Changes[:0]
 	}
 }
 

@@ -54,7 +54,7 @@ func TestMapper(t *testing.T) {
 	// Blocks that cannot be keyed are counted, not guessed.
 	want(apply(
 		Event{Kind: BlockStored, Hashes: []Hash{HashInt(20)}, Parent: HashInt(404), Tokens: ts[:16], BlockSize: 16},
-		Event{Kind: BlockStored, Hashes: []Hash{HashInt(21)}, Tokens: ts[:32], BlockSize: 32},
+		Event{Kind: BlockStored, Hashes: []Hash{HashInt(21)}, Tokens: ts[:8], BlockSize: 8},
 		Event{Kind: BlockStored, Hashes: []Hash{HashInt(22)}, Tokens: ts[:16], BlockSize: 16, LoRA: true},
 		Event{Kind: BlockRemoved, Hashes: []Hash{HashInt(23)}},
 	), false)
@@ -141,4 +141,35 @@ func mustNext(t *testing.T, prev block.Key, ts []uint32) block.Key {
 	}
 	c.Resume(prev)
 	return c.Next(ts)
+}
+
+// TestMapperAdoptsBlockSize: the engine's events, not configuration, say
+// what its blocks are: a Mapper configured with 16 keys an engine of 32
+// with 32 from its first event on, counts the disagreement, and drops
+// what it keyed at the old size.
+func TestMapperAdoptsBlockSize(t *testing.T) {
+	ts := seq(4 * 32)
+	var st Stats
+	m, err := NewMapper("t/m", 16, 1<<10, &st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u Update
+	m.Apply(Batch{Events: []Event{{Kind: BlockStored, Hashes: []Hash{HashInt(1)}, Tokens: ts[:16], BlockSize: 16}}}, &u)
+	if u.BlockSize != 16 || len(u.Changes) != 1 {
+		t.Fatalf("got %+v, want one block keyed at 16", u)
+	}
+	u = Update{}
+	m.Apply(Batch{Events: []Event{
+		{Kind: BlockStored, Hashes: []Hash{HashInt(2), HashInt(3)}, Tokens: ts[:64], BlockSize: 32},
+		{Kind: BlockStored, Hashes: []Hash{HashInt(4)}, Parent: HashInt(3), Tokens: ts[64:96], BlockSize: 32},
+	}}, &u)
+	keys, _ := block.ChainKeys("t/m", 32, ts[:96])
+	hbm := index.TierMask(0).With(TierHBM)
+	if !u.Reset || u.BlockSize != 32 || len(u.Changes) != 3 || u.Changes[0] != (Change{keys[0], hbm}) || u.Changes[2] != (Change{keys[2], hbm}) {
+		t.Fatalf("got %+v, want a reset and three blocks keyed at 32", u)
+	}
+	if m.BlockSize() != 32 || st.OtherBlockSize.Load() != 2 || st.BlockSizeChanges.Load() != 1 || st.Unkeyable.Load() != 0 {
+		t.Fatalf("block size %d, other %d, changes %d, unkeyable %d; want 32 2 1 0", m.BlockSize(), st.OtherBlockSize.Load(), st.BlockSizeChanges.Load(), st.Unkeyable.Load())
+	}
 }

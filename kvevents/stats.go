@@ -35,11 +35,16 @@ type Stats struct {
 	// limits (Options.Frames), or refused past Options.MaxPeers.
 	Rejected atomic.Int64
 	// Orphans are stored blocks whose parent was unknown, so could not be
-	// keyed; Unkeyable are blocks of another block size, a LoRA adapter,
+	// keyed; Unkeyable are blocks of a LoRA adapter, of a block size no key takes,
 	// hashed over more than tokens, or sent without a block's worth of
 	// tokens each (Event.Unkeyable); UnknownRemoved are removals of
 	// blocks never seen stored.
 	Orphans, Unkeyable, UnknownRemoved atomic.Int64
+	// OtherBlockSize counts stored events of another block size than
+	// the configured one (Options.BlockSize); BlockSizeChanges the times
+	// the engine's events changed the block size keys are chained with
+	// (the first such event, and any later change).
+	OtherBlockSize, BlockSizeChanges atomic.Int64
 	// Overflows are resets because an engine reported more blocks than
 	// Options.MaxBlocks.
 	Overflows atomic.Int64

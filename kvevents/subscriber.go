@@ -39,8 +39,10 @@ type Options struct {
 	// Topic filters messages by topic prefix. Default: "" (all), as vLLM
 	// publishes by default.
 	Topic string
-	// Namespace and BlockSize key the engine's blocks; BlockSize must be
-	// the engine's. Required.
+	// Namespace and BlockSize key the engine's blocks. Required. The
+	// engine's events state its block size: one of another size makes the
+	// subscriber key with the engine's (logged once, counted in
+	// Stats.OtherBlockSize; Update.BlockSize says which).
 	Namespace string
 	BlockSize int
 	// MaxBlocks bounds the engine hashes tracked. Default: 1<<20, more
@@ -183,6 +185,9 @@ type Subscriber struct {
 	// replayWait the backoff that set it (ReplayBackoff).
 	replayAt   time.Time
 	replayWait time.Duration
+	// loggedSize is the last block size logged as disagreeing with
+	// Options.BlockSize, so each is logged once.
+	loggedSize int
 }
 
 // NewSubscriber validates opts and returns a Subscriber.
@@ -446,6 +451,11 @@ func (s *Subscriber) apply(seq int64, payload []byte, u *Update, live bool) {
 		s.stats.LagNanos.Store(int64(lag))
 	}
 	s.mapper.Apply(b, u)
+	if bs := s.mapper.BlockSize(); bs != s.opts.BlockSize && bs != s.loggedSize {
+		s.loggedSize = bs
+		s.log.Warn("kvevents: the engine's blocks are not of the configured size; keying them with the engine's",
+			"engine", s.opts.Engine, "engine_block_size", bs, "configured_block_size", s.opts.BlockSize)
+	}
 }
 
 func (s *Subscriber) emit(u *Update) {

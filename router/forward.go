@@ -70,7 +70,7 @@ func (r *Router) Serve(ctx context.Context, kind Kind, body []byte, w http.Respo
 		if !errors.As(err, &ee) {
 			return err
 		}
-		last = &failedAttempt{err: err, req: Prepared{Prompt: p.Prompt, Keys: p.Keys, Exclude: []string{ee.engine}}}
+		last = &failedAttempt{err: err, req: Prepared{Prompt: p.Prompt, Keys: p.Keys, Exclude: []string{ee.engine}, ns: p.ns}}
 	}
 	return fmt.Errorf("%w: %w", ErrUpstream, last)
 }

@@ -92,6 +92,10 @@ var (
 		"KV event messages or batches that could not be decoded and were skipped.", []string{"engine"}, nil)
 	descRejected = prometheus.NewDesc("yuebing_router_event_peers_rejected_total",
 		"ZMQ peers of an engine's KV event sockets dropped for breaking the framing or its limits, or refused past the connections a bound endpoint holds.", []string{"engine"}, nil)
+	descOtherSize = prometheus.NewDesc("yuebing_router_events_other_block_size_total",
+		"Stored blocks of another size than the router's --block-size, keyed with the engine's size (its events say what its blocks are).", []string{"engine"}, nil)
+	descBlockSize = prometheus.NewDesc("yuebing_router_engine_block_size",
+		"An engine's KV block size in tokens, as its events state it (the configured one before they do).", []string{"engine"}, nil)
 	descRestarts = prometheus.NewDesc("yuebing_router_engine_restarts_total",
 		"Engine restarts seen in KV event sequence numbers.", []string{"engine"}, nil)
 	descSpec = prometheus.NewDesc("yuebing_router_speculative_entries",
@@ -100,7 +104,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLag, descEvents, descUnkeyed, descGaps, descUnrecovered, descMalformed, descRejected, descRestarts, descSpec} {
+	for _, d := range []*prometheus.Desc{descLag, descEvents, descUnkeyed, descGaps, descUnrecovered, descMalformed, descRejected, descRestarts, descSpec, descOtherSize, descBlockSize} {
 		ch <- d
 	}
 }
@@ -125,6 +129,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMalformed, prometheus.CounterValue, float64(s.Malformed.Load()), e.ID)
 		ch <- prometheus.MustNewConstMetric(descRejected, prometheus.CounterValue, float64(s.Rejected.Load()), e.ID)
 		ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(s.Restarts.Load()), e.ID)
+		ch <- prometheus.MustNewConstMetric(descOtherSize, prometheus.CounterValue, float64(s.OtherBlockSize.Load()), e.ID)
+		ch <- prometheus.MustNewConstMetric(descBlockSize, prometheus.GaugeValue, float64(e.blockSize.Load()), e.ID)
 	}
 	ch <- prometheus.MustNewConstMetric(descSpec, prometheus.GaugeValue, float64(m.r.specCount.Load()))
 }

@@ -52,8 +52,10 @@ type Options struct {
 	// Namespace keys prompts ("tenant/model"); it must be the engines'.
 	// Required.
 	Namespace string `yaml:"namespace"`
-	// BlockSize is the engines' KV block size in tokens, which the events
-	// and the keys share. Default: 16 (vLLM's).
+	// BlockSize is the engines' KV block size in tokens, which prompts'
+	// keys, the pool's and the scheduler's prefixes are counted in. An
+	// engine whose KV events state another size is matched with keys of
+	// its own (logged once, counted). Default: 16, vLLM's.
 	BlockSize int `yaml:"block_size"`
 	// Encoding is the BPE tokenizer of text prompts: cl100k_base (default),
 	// o200k_base, p50k_base or r50k_base, all available offline.

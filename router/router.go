@@ -107,7 +107,7 @@ func New(opts Options) (*Router, error) {
 		if cfg.Role == RoleDecode {
 			role = scheduler.RoleDecode
 		}
-		e := newEngine(cfg, role)
+		e := newEngine(cfg, role, opts.BlockSize)
 		if err := r.d.AddInstance(scheduler.Instance{ID: e.ID, Addr: e.URL, Role: e.role}); err != nil {
 			return nil, err
 		}
@@ -183,6 +183,8 @@ type Plan struct {
 	Decision scheduler.Decision
 	Keys     []block.Key
 	Prompt   Prompt
+	// ns is the namespace Keys are chained under.
+	ns string
 }
 
 // Prepared is a request read and keyed: its prompt and the chained keys
@@ -196,6 +198,9 @@ type Prepared struct {
 	// failed it (whatever their probes decided, the retry goes elsewhere
 	// when it can).
 	Exclude []string
+	// ns is the namespace Keys are chained under; "" is
+	// Options.Namespace.
+	ns string
 }
 
 // Place parses an OpenAI request body and places it for the caller ctx
@@ -245,7 +250,7 @@ func (r *Router) prepare(ns string, kind Kind, body []byte) (Prepared, error) {
 	if err != nil {
 		return Prepared{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	return Prepared{Prompt: p, Keys: keys}, nil
+	return Prepared{Prompt: p, Keys: keys, ns: ns}, nil
 }
 
 // Decide places a prepared request: pool hits from the cluster index,
@@ -261,7 +266,11 @@ func (r *Router) Decide(ctx context.Context, p Prepared) (*Plan, error) {
 	}
 	now := time.Now().UnixNano()
 	var buf [16]scheduler.HeldPrefix
-	req.Held = r.match(keys, now, buf[:0])
+	ks := keySizes{base: r.opts.BlockSize, keys: keys, ns: p.ns, tokens: p.Prompt.Tokens}
+	if ks.ns == "" {
+		ks.ns = r.opts.Namespace
+	}
+	req.Held = r.match(&ks, now, buf[:0])
 	d, err := r.d.Schedule(req)
 	if errors.Is(err, scheduler.ErrNoPrefill) {
 		r.m.noEngine.Inc()
@@ -278,8 +287,8 @@ func (r *Router) Decide(ctx context.Context, p Prepared) (*Plan, error) {
 	r.m.predicted.Observe(d.Estimates.TTFT.Seconds())
 	r.countHits(&d, len(p.Prompt.Tokens))
 	r.notePrefill(d.Estimates.Prefill)
-	r.speculate(d.Prefill, keys, now)
-	return &Plan{Decision: d, Keys: keys, Prompt: p.Prompt}, nil
+	r.speculate(d.Prefill, &ks, now)
+	return &Plan{Decision: d, Keys: keys, Prompt: p.Prompt, ns: ks.ns}, nil
 }
 
 func (r *Router) countHits(d *scheduler.Decision, n int) {

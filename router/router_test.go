@@ -265,7 +265,7 @@ func TestRouterEventsOverruleSpeculation(t *testing.T) {
 	keys, _ := block.ChainKeys(testNS, testBS, prompt(9, 8))
 	sink := engineSink{r: r, e: r.engines["a"]}
 	now := time.Now().UnixNano()
-	r.speculate("a", keys, now)
+	r.speculate("a", &keySizes{base: testBS, keys: keys, ns: testNS}, now)
 	ttl := int64(r.opts.SpeculativeTTL)
 	steps := []struct {
 		name   string
@@ -302,7 +302,7 @@ func changes(keys []block.Key, tiers index.TierMask) []kvevents.Change {
 
 func heldAt(r *Router, keys []block.Key, now int64) map[string]int {
 	out := map[string]int{}
-	for _, h := range r.match(keys, now, nil) {
+	for _, h := range r.match(&keySizes{base: testBS, keys: keys, ns: testNS}, now, nil) {
 		out[h.Instance] = h.Blocks
 	}
 	return out

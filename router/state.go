@@ -26,6 +26,9 @@ type engine struct {
 	sub   *kvevents.Subscriber
 	// nblocks mirrors len(mu.blocks), for status without the lock.
 	nblocks atomic.Int64
+	// blockSize is the size of the engine's blocks: Options.BlockSize
+	// until its events state another (kvevents.Update.BlockSize).
+	blockSize atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -66,8 +69,9 @@ type held struct {
 
 func (h held) live(now int64) bool { return h.tiers != 0 || h.spec > now }
 
-func newEngine(cfg Engine, role scheduler.Role) *engine {
+func newEngine(cfg Engine, role scheduler.Role, blockSize int) *engine {
 	e := &engine{Engine: cfg, role: role, stats: new(kvevents.Stats)}
+	e.blockSize.Store(int64(blockSize))
 	e.mu.blocks = keytable.New[held]()
 	e.mu.healthy, e.mu.registered = true, true
 	return e
@@ -86,6 +90,9 @@ var _ kvevents.Sink = engineSink{}
 // guessed.
 func (s engineSink) Apply(u kvevents.Update) {
 	e := s.e
+	if u.BlockSize > 0 {
+		e.blockSize.Store(int64(u.BlockSize))
+	}
 	unspec := 0
 	e.mu.Lock()
 	bs := e.mu.blocks
@@ -139,18 +146,69 @@ func (e *engine) prefix(keys []block.Key, now int64) (int, bool) {
 	return n, true
 }
 
-// match appends to out each up prefill engine's cached prefix of keys at
-// now, where it is not empty.
-func (r *Router) match(keys []block.Key, now int64, out []scheduler.HeldPrefix) []scheduler.HeldPrefix {
-	if len(keys) == 0 {
+// keySizes is a prompt's keys at the router's block size, and at the
+// other sizes its engines' events state, each chained once per decision
+// when an engine of that size is matched.
+type keySizes struct {
+	base   int
+	keys   []block.Key
+	ns     string
+	tokens []uint32
+	// other holds keys at sizes other than base; engines rarely differ,
+	// so a short list.
+	other []sizedKeys
+}
+
+type sizedKeys struct {
+	size int
+	keys []block.Key
+}
+
+// at returns the prompt's keys at block size bs.
+func (k *keySizes) at(bs int) []block.Key {
+	if bs == k.base || bs <= 0 {
+		return k.keys
+	}
+	for _, o := range k.other {
+		if o.size == bs {
+			return o.keys
+		}
+	}
+	// The size came from a validated event and the namespace keyed the
+	// base keys already: chaining cannot fail.
+	keys, err := block.ChainKeys(k.ns, bs, k.tokens)
+	if err != nil {
+		panic("BUG: router: a prompt keyed at one block size does not key at another: " + err.Error())
+	}
+	k.other = append(k.other, sizedKeys{bs, keys})
+	return keys
+}
+
+// baseBlocks converts a prefix of n blocks of size bs into whole blocks
+// of the base size, at most the prompt's.
+func (k *keySizes) baseBlocks(n, bs int) int {
+	if bs == k.base || bs <= 0 {
+		return n
+	}
+	return min(n*bs/k.base, len(k.keys))
+}
+
+// match appends to out each up prefill engine's cached prefix of the
+// prompt at now, where it is not empty, in blocks of the router's size:
+// each engine is matched with keys of its own block size.
+func (r *Router) match(ks *keySizes, now int64, out []scheduler.HeldPrefix) []scheduler.HeldPrefix {
+	if len(ks.keys) == 0 {
 		return out
 	}
 	for _, e := range r.order {
 		if e.role == scheduler.RoleDecode {
 			continue
 		}
-		if n, up := e.prefix(keys, now); up && n > 0 {
-			out = append(out, scheduler.HeldPrefix{Instance: e.ID, Blocks: n})
+		bs := int(e.blockSize.Load())
+		if n, up := e.prefix(ks.at(bs), now); up && n > 0 {
+			if n = ks.baseBlocks(n, bs); n > 0 {
+				out = append(out, scheduler.HeldPrefix{Instance: e.ID, Blocks: n})
+			}
 		}
 	}
 	return out
@@ -161,9 +219,13 @@ func (r *Router) match(keys []block.Key, now int64, out []scheduler.HeldPrefix) 
 // engine's table, which its matches read anyway, renewed in place by a
 // later decision for the same prefix; nothing is queued for expiry, since
 // an expired entry counts as absent until a sweep removes it.
-func (r *Router) speculate(id string, keys []block.Key, now int64) {
+func (r *Router) speculate(id string, ks *keySizes, now int64) {
 	e := r.engines[id]
-	if e == nil || len(keys) == 0 {
+	if e == nil {
+		return
+	}
+	keys := ks.at(int(e.blockSize.Load()))
+	if len(keys) == 0 {
 		return
 	}
 	exp := now + int64(r.opts.SpeculativeTTL)

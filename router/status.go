@@ -19,6 +19,9 @@ type EngineStatus struct {
 	Blocks int64 `json:"blocks"`
 	// Events is whether the router subscribes to the engine's KV events.
 	Events bool `json:"events"`
+	// BlockSize is the engine's block size in tokens: its events', or
+	// the configured one before they state one.
+	BlockSize int `json:"block_size"`
 }
 
 // Status is the router's state and counters, for the console.
@@ -41,6 +44,7 @@ func (r *Router) Status() Status {
 			Scheduled: e.scheduledLocked(), Events: e.sub != nil}
 		e.mu.Unlock()
 		es.Blocks = e.nblocks.Load()
+		es.BlockSize = int(e.blockSize.Load())
 		st.Engines = append(st.Engines, es)
 	}
 	return st
