@@ -65,10 +65,10 @@ type Mapper struct {
 	// one it keys with now: the engine's, once its events state one.
 	configured int
 	blockSize  int
-	maxBlocks int
-	root      block.Key
-	chain     *block.Chain
-	byHash    map[Hash]mapped
+	maxBlocks  int
+	root       block.Key
+	chain      *block.Chain
+	byHash     map[Hash]mapped
 	// refs counts, per key and tier, the engine hashes holding it there:
 	// two hashes of one key (an engine that hashes more than tokens) must
 	// not drop the key when one goes.
@@ -93,12 +93,12 @@ func NewMapper(namespace string, blockSize, maxBlocks int, stats *Stats) (*Mappe
 		namespace:  namespace,
 		configured: blockSize,
 		blockSize:  blockSize,
-		maxBlocks: maxBlocks,
-		root:      block.Root(namespace, blockSize),
-		chain:     c,
-		byHash:    make(map[Hash]mapped),
-		refs:      make(map[block.Key]*[index.MaxTiers]int32),
-		stats:     stats,
+		maxBlocks:  maxBlocks,
+		root:       block.Root(namespace, blockSize),
+		chain:      c,
+		byHash:     make(map[Hash]mapped),
+		refs:       make(map[block.Key]*[index.MaxTiers]int32),
+		stats:      stats,
 	}, nil
 }
 

@@ -185,6 +185,9 @@ type Subscriber struct {
 	// replayWait the backoff that set it (ReplayBackoff).
 	replayAt   time.Time
 	replayWait time.Duration
+	// resync asks for the view to start over from the engine's replay
+	// at the next batch (Resync).
+	resync atomic.Bool
 	// loggedSize is the last block size logged as disagreeing with
 	// Options.BlockSize, so each is logged once.
 	loggedSize int
@@ -314,6 +317,13 @@ func bindAddr(endpoint string) (string, bool) {
 	return "", false
 }
 
+// Resync makes the engine's view start over at its next batch: reset, then
+// the engine's replay from its first batch (as a subscriber joining late
+// learns the cache), then the batch. The router calls it when an engine
+// that was down answers again, whose old view may be wrong. It is safe to
+// call from any goroutine.
+func (s *Subscriber) Resync() { s.resync.Store(true) }
+
 // handle applies one live message: [topic, seq, payload].
 func (s *Subscriber) handle(ctx context.Context, frames [][]byte) {
 	if len(frames) != 3 || len(frames[1]) != 8 {
@@ -328,6 +338,12 @@ func (s *Subscriber) handle(ctx context.Context, frames [][]byte) {
 		return
 	}
 	u := Update{Engine: s.opts.Engine}
+	if s.resync.Swap(false) {
+		// Joining afresh: the replay up to seq is the engine's history.
+		s.mapper.Reset()
+		u.Reset = true
+		s.last = -1
+	}
 	if s.last >= 0 && seq <= s.last {
 		// vLLM numbers batches from 0 each time it starts: going back means
 		// a new process whose cache is empty.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/index"
@@ -47,6 +48,8 @@ type engine struct {
 		registered bool
 		// capacity is the last registration's, kept for re-adding.
 		capacity int64
+		// since is when the engine's state (State) last changed.
+		since time.Time
 	}
 	// probeFailed counts the engine's unanswered probes in a row; only
 	// the one probe in flight (Router.probe) touches it.
@@ -74,6 +77,7 @@ func newEngine(cfg Engine, role scheduler.Role, blockSize int) *engine {
 	e.blockSize.Store(int64(blockSize))
 	e.mu.blocks = keytable.New[held]()
 	e.mu.healthy, e.mu.registered = true, true
+	e.mu.since = time.Now()
 	return e
 }
 
@@ -340,13 +344,58 @@ func (r *Router) setLocked(e *engine, healthy, registered bool) error {
 			return err
 		}
 	}
+	before := e.stateLocked()
 	e.mu.healthy, e.mu.registered = healthy, registered
+	if e.stateLocked() != before {
+		e.mu.since = time.Now()
+	}
+	if !healthy {
+		r.dropViewLocked(e)
+	}
 	return nil
 }
 
+// Engine states, as Status reports them.
+const (
+	// StateUp engines are scheduled.
+	StateUp = "up"
+	// StateDown engines fail their probes; they are out until one answers.
+	StateDown = "down"
+	// StateDraining engines were deregistered (the conductor API's
+	// DELETE): they take no new requests and finish what they have.
+	StateDraining = "draining"
+)
+
+// stateLocked returns e's state: down when its probes fail, else
+// draining when deregistered, else up.
+func (e *engine) stateLocked() string {
+	switch {
+	case !e.mu.healthy:
+		return StateDown
+	case !e.mu.registered:
+		return StateDraining
+	}
+	return StateUp
+}
+
+// dropViewLocked forgets every block e was counted as holding: an engine
+// that went down may have lost them all (a restarted engine starts
+// empty), so it comes back with what its events report from then on
+// (after a restart, its replay), never the old view.
+func (r *Router) dropViewLocked(e *engine) {
+	specs := e.mu.specs
+	e.mu.blocks = keytable.New[held]()
+	e.mu.specs = 0
+	e.nblocks.Store(0)
+	if specs > 0 {
+		r.specCount.Add(-int64(specs))
+	}
+}
+
 // markDown records a failed probe's verdict: the engine leaves the
-// scheduler until a probe finds it answering again. Its events still apply
-// meanwhile: the view is current when it comes back.
+// scheduler until a probe finds it answering again, and its view is
+// dropped (dropViewLocked): what its events report from then on is what it
+// comes back with.
 func (r *Router) markDown(id string, why error) {
 	e := r.engines[id]
 	if e == nil {
@@ -381,6 +430,11 @@ func (r *Router) markUp(id string) {
 		// The next answered probe tries again.
 		r.log.Warn("router: engine answers but cannot rejoin the scheduler", "engine", id, "err", err)
 		return
+	}
+	if e.sub != nil {
+		// Its view was dropped when it went down: the next batch brings
+		// its replay.
+		e.sub.Resync()
 	}
 	r.log.Info("router: engine up", "engine", id)
 }

@@ -1,6 +1,8 @@
 package router
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -15,6 +17,9 @@ type EngineStatus struct {
 	Healthy    bool `json:"healthy"`
 	Registered bool `json:"registered"`
 	Scheduled  bool `json:"scheduled"`
+	// State is StateUp, StateDown or StateDraining, since Since.
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
 	// Blocks the router counts the engine as holding.
 	Blocks int64 `json:"blocks"`
 	// Events is whether the router subscribes to the engine's KV events.
@@ -41,7 +46,7 @@ func (r *Router) Status() Status {
 	for _, e := range r.order {
 		e.mu.Lock()
 		es := EngineStatus{ID: e.ID, URL: e.URL, Role: e.role.String(), Healthy: e.mu.healthy, Registered: e.mu.registered,
-			Scheduled: e.scheduledLocked(), Events: e.sub != nil}
+			Scheduled: e.scheduledLocked(), Events: e.sub != nil, State: e.stateLocked(), Since: e.mu.since}
 		e.mu.Unlock()
 		es.Blocks = e.nblocks.Load()
 		es.BlockSize = int(e.blockSize.Load())
