@@ -261,15 +261,15 @@ func (r *Router) prepare(ns string, kind Kind, body []byte) (Prepared, error) {
 func (r *Router) Decide(ctx context.Context, p Prepared) (*Plan, error) {
 	keys := p.Keys
 	req := scheduler.Request{Keys: keys, InputTokens: len(p.Prompt.Tokens), OutputTokens: p.Prompt.MaxTokens, Exclude: p.Exclude}
-	if len(keys) > 0 && r.pool != nil {
-		req.Pool = r.poolHits(ctx, keys)
-	}
-	now := time.Now().UnixNano()
-	var buf [16]scheduler.HeldPrefix
 	ks := keySizes{base: r.opts.BlockSize, keys: keys, ns: p.ns, tokens: p.Prompt.Tokens}
 	if ks.ns == "" {
 		ks.ns = r.opts.Namespace
 	}
+	if len(keys) > 0 && r.pool != nil {
+		req.Pool = r.poolHits(ctx, ks.ns, keys)
+	}
+	now := time.Now().UnixNano()
+	var buf [16]scheduler.HeldPrefix
 	req.Held = r.match(&ks, now, buf[:0])
 	d, err := r.d.Schedule(req)
 	if errors.Is(err, scheduler.ErrNoPrefill) {
