@@ -122,7 +122,7 @@ func BindConductorFlags(f *pflag.FlagSet, o *ConductorOptions) {
 	f.BoolVar(&o.Insecure, "insecure", false, "allow a non-loopback listener without authentication")
 	f.StringVar(&c.Policy, "policy", c.Policy, "prefill placement: conductor or cache-global (Algorithm 1), least_loaded or load, round_robin or round-robin, cache-local, random")
 	f.StringVar(&c.Rejection, "rejection", c.Rejection, "overload policy: none, early or predicted")
-	f.Var(intsFlag{&c.BlockSize, &r.BlockSize}, "block-size", fmt.Sprintf("tokens per block key (%d, vLLM's, with --engine unless set)", rd.BlockSize))
+	f.Var(intsFlag{&c.BlockSize, &r.BlockSize}, "block-size", fmt.Sprintf("tokens per block key (with --engine: the router's, default %d)", rd.BlockSize))
 	f.Float64Var(&c.BalancingThreshold, "threshold", c.BalancingThreshold, "kvcache_balancing_threshold: pull a remote prefix when it is this many times longer than the local one")
 	f.Float64Var(&c.BandwidthGbps, "bandwidth", c.BandwidthGbps, "KV transfer bandwidth between instances, in Gbps")
 	sizeVar(f, &c.KVBytesPerToken, "kv-bytes-per-token", "KV cache bytes per token of the model (the default is LLaMA3-70B's)")

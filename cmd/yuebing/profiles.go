@@ -3,11 +3,12 @@ package main
 import (
 	"os"
 
+	"github.com/yuebing/yuebing/adapter"
 	"github.com/yuebing/yuebing/scheduler"
 )
 
 // loadProfiles reads the --prefill-profile and --decode-profile CSVs, when
-// given, into the scheduler options; `conductor` and `bench sched` share it.
+// given, into the scheduler options of `bench sched`.
 func loadProfiles(o *scheduler.Options, prefillPath, decodePath string) error {
 	if prefillPath != "" {
 		f, err := os.Open(prefillPath)
@@ -32,4 +33,9 @@ func loadProfiles(o *scheduler.Options, prefillPath, decodePath string) error {
 		}
 	}
 	return nil
+}
+
+// adapterPreset is adapter.Preset, for the bench commands' --layout.
+func adapterPreset(name string, blockTokens int) (adapter.Layout, error) {
+	return adapter.Preset(name, blockTokens)
 }
