@@ -1,10 +1,10 @@
 package bench
 
-// humanColumns are the columns of each harness's human table (see
+// HumanColumns are the columns of each harness's human table (see
 // Report.Human): name, then the figures that answer the bench's question,
 // its ratio to the same-run baseline where there is one. Every field stays in
 // --json. Keyed by the bench's command name.
-var humanColumns = map[string]map[string][]string{
+var HumanColumns = map[string]map[string][]string{
 	"store": {
 		"":             {"block_bytes", "goroutines", "gbps", "baseline_gbps", "ratio"},
 		"prefix_match": {"entries", "p50_us", "p99_us", "bytes_per_entry", "index_bytes_per_entry", "ratio"},

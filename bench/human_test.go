@@ -41,14 +41,14 @@ func wideValue(field string) any {
 // of wide values: every line fits TableWidth, name is the first column and
 // every chosen column is there; --json keeps every field.
 func TestHumanTablesFit(t *testing.T) {
-	harnesses := make([]string, 0, len(humanColumns))
-	for h := range humanColumns {
+	harnesses := make([]string, 0, len(HumanColumns))
+	for h := range HumanColumns {
 		harnesses = append(harnesses, h)
 	}
 	sort.Strings(harnesses)
 	for _, h := range harnesses {
 		t.Run(h, func(t *testing.T) {
-			groups := humanColumns[h]
+			groups := HumanColumns[h]
 			r := &Report{Human: groups}
 			for key, cols := range groups {
 				for i := range 3 {

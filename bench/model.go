@@ -1,6 +1,9 @@
 package bench
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // ReplayCache is a cache that a trace is replayed through: the simulator's
 // policy caches, the Belady bound, or a real tier behind an adapter. Ids are
@@ -33,12 +36,12 @@ type ReplayResult struct {
 }
 
 // HitRate is HitBlocks/Blocks, the paper's cache hit rate.
-func (r ReplayResult) HitRate() float64 { return ratio(float64(r.HitBlocks), float64(r.Blocks)) }
+func (r ReplayResult) HitRate() float64 { return Ratio(float64(r.HitBlocks), float64(r.Blocks)) }
 
 // ComputeSaved is the fraction of prefill FLOPs the hits saved.
-func (r ReplayResult) ComputeSaved() float64 { return ratio(r.SavedFLOPs, r.PrefillFLOPs) }
+func (r ReplayResult) ComputeSaved() float64 { return Ratio(r.SavedFLOPs, r.PrefillFLOPs) }
 
-func ratio(a, b float64) float64 {
+func Ratio(a, b float64) float64 {
 	if b == 0 {
 		return 0
 	}
@@ -98,4 +101,12 @@ func PrefixHits(ids []int32, c ReplayCache) int {
 		}
 	}
 	return len(ids)
+}
+
+// RatioOrNaN is a/b, or NaN (reported as "not measured") when b is 0.
+func RatioOrNaN(a, b float64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return a / b
 }

@@ -32,10 +32,12 @@ type Progress struct {
 // NewProgress starts a bar for total units of work, drawn on stderr. A total
 // of 0 means unknown; the bar then shows a count.
 func NewProgress(label string, total int64) *Progress {
-	return newProgress(os.Stderr, forceProgress.Load() || term.IsTerminal(int(os.Stderr.Fd())), label, total)
+	return NewProgressTo(os.Stderr, forceProgress.Load() || term.IsTerminal(int(os.Stderr.Fd())), label, total)
 }
 
-func newProgress(w io.Writer, show bool, label string, total int64) *Progress {
+// NewProgressTo starts a bar drawn on w when show is set: NewProgress for a
+// writer that is not stderr, as tests use.
+func NewProgressTo(w io.Writer, show bool, label string, total int64) *Progress {
 	if total <= 0 {
 		total = -1 // the library's spinner with a count
 	}
@@ -65,6 +67,9 @@ func (p *Progress) Add(n int64) {
 	p.added.Add(n)
 	_ = p.bar.Add64(n)
 }
+
+// Added returns the units recorded so far, drawn or not.
+func (p *Progress) Added() int64 { return p.added.Load() }
 
 // Done finishes the bar with a final line.
 func (p *Progress) Done() {

@@ -123,6 +123,10 @@ func (t *Trace) Accesses() int { return len(t.ids) }
 // HashID returns the trace's hash id of a dense block id.
 func (t *Trace) HashID(id int32) uint64 { return t.hash[id] }
 
+// Access returns the block id of the pos-th access, requests in order
+// (0 <= pos < Accesses()).
+func (t *Trace) Access(pos int) int32 { return t.ids[pos] }
+
 // Parent returns the block before id in its chain, or NoParent.
 func (t *Trace) Parent(id int32) int32 { return t.parent[id] }
 

@@ -61,13 +61,13 @@ func TestReportTable(t *testing.T) {
 
 func TestProgressQuietWhenNotTerminal(t *testing.T) {
 	var buf bytes.Buffer
-	p := newProgress(&buf, false, "x", 10)
+	p := NewProgressTo(&buf, false, "x", 10)
 	p.Add(5)
 	p.Done()
 	if buf.Len() != 0 {
 		t.Fatalf("non-terminal progress wrote %q", buf.String())
 	}
-	p = newProgress(&buf, true, "x", 10)
+	p = NewProgressTo(&buf, true, "x", 10)
 	p.Add(10)
 	p.Done()
 	if !strings.Contains(buf.String(), "100%") {

@@ -7,11 +7,11 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// runCells runs fn(i) for i in [0, n) on at most workers goroutines
+// RunCells runs fn(i) for i in [0, n) on at most workers goroutines
 // (GOMAXPROCS when workers <= 0) and returns the first error; after an error
 // or a cancelled ctx no new cell starts. Cells are independent simulations,
 // so a sweep scales with cores while memory stays bounded by the workers.
-func runCells(parent context.Context, n, workers int, fn func(i int) error) error {
+func RunCells(parent context.Context, n, workers int, fn func(i int) error) error {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}

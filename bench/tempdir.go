@@ -2,6 +2,6 @@ package bench
 
 import "os"
 
-func tempDir() (string, error) { return os.MkdirTemp("", "yuebing-bench-") }
+func TempDir() (string, error) { return os.MkdirTemp("", "yuebing-bench-") }
 
-func removeAll(dir string) { os.RemoveAll(dir) }
+func RemoveAll(dir string) { os.RemoveAll(dir) }

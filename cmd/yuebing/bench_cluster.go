@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/yuebing/yuebing/bench/cluster"
+
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
@@ -55,7 +57,7 @@ as the replays).`,
 			if trace == "" {
 				return usageErrorf("--trace is required")
 			}
-			o := bench.ClusterOptions{Nodes: nodes, Requests: requests, Samples: samples, HotHits: hotHits,
+			o := cluster.Options{Nodes: nodes, Requests: requests, Samples: samples, HotHits: hotHits,
 				MaxReplicas: maxReplicas, Window: window, Slack: slack, Routing: routing, GetDuration: getDuration, GetWorkers: workers, Progress: true}
 			for _, s := range []struct {
 				name, v string
@@ -96,11 +98,11 @@ as the replays).`,
 			if err := check.Validate(); err != nil {
 				return usageErrorf("%v", err)
 			}
-			res, err := bench.Cluster(cmd.Context(), o)
+			res, err := cluster.Simulate(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
-			r := bench.ClusterReport(res, o)
+			r := cluster.Report(res, o)
 			if !asJSON {
 				r = thinClusterSamples(r, every)
 			}
@@ -111,7 +113,7 @@ as the replays).`,
 	f.StringVar(&trace, "trace", "", "trace file to replay (required)")
 	f.IntVar(&nodes, "nodes", 3, "number of nodes")
 	f.StringVar(&dram, "dram-capacity", "96MiB", "DRAM tier of each node (96MiB: 3M tokens of 512-token blocks at 16KiB)")
-	f.StringVar(&routing, "routing", bench.RoutePrefix, `"prefix" (cache-aware, by the cluster's prefix query) or "round-robin"`)
+	f.StringVar(&routing, "routing", cluster.RoutePrefix, `"prefix" (cache-aware, by the cluster's prefix query) or "round-robin"`)
 	f.Float64Var(&slack, "slack", 0.1, "how far over its fair share of requests a node may go before routing passes it over (0.1: 10%)")
 	f.StringVar(&blockBytes, "block-bytes", "16KiB", "bytes stored per trace block")
 	f.IntVar(&requests, "requests", 0, "replay at most this many requests (0: all)")

@@ -2,13 +2,14 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+	"github.com/yuebing/yuebing/bench/e2e"
 
 	"github.com/yuebing/yuebing/bench"
 )
 
 func newBenchE2ECmd() *cobra.Command {
 	var (
-		o              bench.E2EOptions
+		o              e2e.Options
 		asJSON         bool
 		plot, dataDir  string
 		dramCapacity   string
@@ -86,14 +87,14 @@ With --router the sample is replayed through the conductor's router instead
 				defer stop()
 				o.Addr = addr
 			}
-			o.Progress = bench.NewProgress("e2e", bench.E2ETicks(o))
-			res, err := bench.RunE2E(cmd.Context(), o)
+			o.Progress = bench.NewProgress("e2e", e2e.Ticks(o))
+			res, err := e2e.Run(cmd.Context(), o)
 			o.Progress.Done()
 			if err != nil {
 				return err
 			}
 			if plot != "" {
-				if err := bench.PlotE2E(res, plot); err != nil {
+				if err := e2e.Plot(res, plot); err != nil {
 					return err
 				}
 			}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/yuebing/yuebing/bench/e2e"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -35,8 +37,8 @@ func (r *e2eRouterFlags) register(f *pflag.FlagSet) {
 
 // runBenchE2ERouter is `yuebing bench e2e --router`; o holds the flags
 // the replay shares with the plain e2e bench, validated.
-func runBenchE2ERouter(cmd *cobra.Command, o bench.E2EOptions, r e2eRouterFlags, asJSON bool, plot, dramCapacity, dataDir string) error {
-	ro := bench.E2ERouterOptions{E2EOptions: o, TTFTSLO: r.slo, Pool: r.pool, Bandwidth: r.bw * 1e9 / 8, SideBySide: r.side, Log: cmd.ErrOrStderr()}
+func runBenchE2ERouter(cmd *cobra.Command, o e2e.Options, r e2eRouterFlags, asJSON bool, plot, dramCapacity, dataDir string) error {
+	ro := e2e.RouterOptions{Options: o, TTFTSLO: r.slo, Pool: r.pool, Bandwidth: r.bw * 1e9 / 8, SideBySide: r.side, Log: cmd.ErrOrStderr()}
 	for _, name := range strings.Split(r.routings, ",") {
 		name = strings.TrimSpace(name)
 		if _, err := scheduler.ParsePolicy(name); err != nil {
@@ -55,14 +57,14 @@ func runBenchE2ERouter(cmd *cobra.Command, o bench.E2EOptions, r e2eRouterFlags,
 		defer stop()
 		ro.Addr = addr
 	}
-	ro.Progress = bench.NewProgress("e2e --router", bench.E2ERouterTicks(ro))
-	res, err := bench.RunE2ERouter(cmd.Context(), ro)
+	ro.Progress = bench.NewProgress("e2e --router", e2e.RouterTicks(ro))
+	res, err := e2e.RunRouter(cmd.Context(), ro)
 	ro.Progress.Done()
 	if err != nil {
 		return err
 	}
 	if plot != "" {
-		if err := bench.PlotE2ERouter(res, plot); err != nil {
+		if err := e2e.PlotRouter(res, plot); err != nil {
 			return err
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "e2e --router: plot written to %s\n", plot)

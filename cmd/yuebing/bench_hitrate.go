@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 
+	"github.com/yuebing/yuebing/bench/hitrate"
+
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
@@ -39,7 +41,7 @@ same capacity as their baseline. See docs/policies.md.`,
 			if len(traces) == 0 {
 				return usageErrorf("--trace is required")
 			}
-			opts := bench.HitrateOptions{Workers: workers, Progress: true, ThroughTier: throughTier}
+			opts := hitrate.Options{Workers: workers, Progress: true, ThroughTier: throughTier}
 			for _, s := range splitList(capacities) {
 				if strings.EqualFold(s, "inf") {
 					continue // the unbounded row is always reported
@@ -72,16 +74,16 @@ same capacity as their baseline. See docs/policies.md.`,
 				}
 				opts.Traces = append(opts.Traces, t)
 			}
-			cells, err := bench.Hitrate(cmd.Context(), opts)
+			cells, err := hitrate.Run(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
 			if plot != "" {
-				if err := bench.PlotHitrate(cells, plot); err != nil {
+				if err := hitrate.Plot(cells, plot); err != nil {
 					return err
 				}
 			}
-			return bench.HitrateReport(cells).Write(cmd.OutOrStdout(), asJSON)
+			return hitrate.Report(cells).Write(cmd.OutOrStdout(), asJSON)
 		},
 	}
 	f := cmd.Flags()

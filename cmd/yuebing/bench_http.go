@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/yuebing/yuebing/bench/http"
+
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
@@ -17,7 +19,7 @@ import (
 
 func newBenchHTTPCmd() *cobra.Command {
 	var (
-		o            bench.HTTPOptions
+		o            http.Options
 		asJSON       bool
 		valueSize    string
 		mix          string
@@ -67,8 +69,8 @@ a temporary data directory (or --data-dir) and a DRAM tier of --dram-capacity.`,
 				defer stop()
 				o.Addr = addr
 			}
-			o.Progress = bench.NewProgress("http", bench.HTTPTicks(o))
-			rep, err := bench.RunHTTP(cmd.Context(), o)
+			o.Progress = bench.NewProgress("http", http.Ticks(o))
+			rep, err := http.Run(cmd.Context(), o)
 			o.Progress.Done()
 			if err != nil {
 				return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+	"github.com/yuebing/yuebing/bench/pool"
 
 	"github.com/yuebing/yuebing/bench"
 	"github.com/yuebing/yuebing/tier/policy"
@@ -43,7 +44,7 @@ paper's setup: 10 nodes of 3M tokens.`,
 			if _, err := policy.New[int](pol, 1); err != nil {
 				return usageErrorf("--policy: %v", err)
 			}
-			opts := bench.PoolOptions{Nodes: nodes, NodeCapacity: c, Policy: pol, Progress: true}
+			opts := pool.Options{Nodes: nodes, NodeCapacity: c, Policy: pol, Progress: true}
 			for _, path := range traces {
 				t, err := bench.OpenTrace(path)
 				if err != nil {
@@ -51,11 +52,11 @@ paper's setup: 10 nodes of 3M tokens.`,
 				}
 				opts.Traces = append(opts.Traces, t)
 			}
-			cells, err := bench.Pool(cmd.Context(), opts)
+			cells, err := pool.Run(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
-			return bench.PoolReport(cells, opts).Write(cmd.OutOrStdout(), asJSON)
+			return pool.Report(cells, opts).Write(cmd.OutOrStdout(), asJSON)
 		},
 	}
 	f := cmd.Flags()

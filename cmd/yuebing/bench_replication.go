@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/yuebing/yuebing/bench/replication"
+
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
@@ -53,7 +55,7 @@ shows every --every-th of them, --json all. See docs/cluster.md.`,
 			if err != nil {
 				return usageErrorf("--capacity: %v", err)
 			}
-			o := bench.ReplicationOptions{Nodes: nodes, NodeCapacity: c, Sample: sample, RankBy: rankBy, Progress: true}
+			o := replication.Options{Nodes: nodes, NodeCapacity: c, Sample: sample, RankBy: rankBy, Progress: true}
 			o.Core.HotHits, o.Core.MaxReplicas, o.Core.Window = hotHits, maxReplicas, window
 			for _, s := range splitList(ranks) {
 				r, err := strconv.Atoi(s)
@@ -77,16 +79,16 @@ shows every --every-th of them, --json all. See docs/cluster.md.`,
 			if err := check.Validate(); err != nil {
 				return usageErrorf("%v", err)
 			}
-			runs, err := bench.Replication(cmd.Context(), o)
+			runs, err := replication.Simulate(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
 			if plot != "" {
-				if err := bench.PlotReplication(runs, o, plot); err != nil {
+				if err := replication.Plot(runs, o, plot); err != nil {
 					return err
 				}
 			}
-			r := bench.ReplicationReport(runs, o)
+			r := replication.Report(runs, o)
 			if !asJSON {
 				r = thinSamples(r, every)
 			}
@@ -98,7 +100,7 @@ shows every --every-th of them, --json all. See docs/cluster.md.`,
 	f.IntVar(&nodes, "nodes", 10, "number of simulated nodes")
 	f.StringVar(&capacity, "capacity", "3M", "cache per node, in tokens (K, M, G are powers of 1000)")
 	f.StringVar(&ranks, "ranks", "10,100,1000", "ranks of the keys whose replica counts are reported")
-	f.StringVar(&rankBy, "rank-by", bench.RankByReplicas, `order of the keys: "replicas" (summed over all samples, as the paper's Figure 11) or "accesses"`)
+	f.StringVar(&rankBy, "rank-by", replication.RankByReplicas, `order of the keys: "replicas" (summed over all samples, as the paper's Figure 11) or "accesses"`)
 	f.DurationVar(&sample, "sample", 30*time.Second, "how often replica counts are sampled, in trace time")
 	f.Uint32Var(&hotHits, "hot-hits", 0, "hits per window for a second replica (0: the core's default, 32)")
 	f.IntVar(&maxReplicas, "max-replicas", 0, "most replicas heat may ask for (0: the core's default, 8)")

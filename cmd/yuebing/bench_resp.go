@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 
+	"github.com/yuebing/yuebing/bench/resp"
+
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
@@ -11,7 +13,7 @@ import (
 
 func newBenchRespCmd() *cobra.Command {
 	var (
-		o        bench.RespOptions
+		o        resp.Options
 		asJSON   bool
 		sizes    string
 		dramCap  string
@@ -64,8 +66,8 @@ redis-tools).`,
 			if o.Pipeline < 0 || o.Repeat < 0 {
 				return usageErrorf("--pipeline and --repeat must not be negative")
 			}
-			o.Progress = bench.NewProgress("resp-vs-redis", int64(bench.RespRuns(o)))
-			rep, err := bench.RunRespVsRedis(cmd.Context(), o)
+			o.Progress = bench.NewProgress("resp-vs-redis", int64(resp.Runs(o)))
+			rep, err := resp.Run(cmd.Context(), o)
 			o.Progress.Done()
 			if err != nil {
 				return err

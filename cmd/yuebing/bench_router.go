@@ -3,6 +3,8 @@ package main
 import (
 	"cmp"
 
+	"github.com/yuebing/yuebing/bench/router"
+
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
@@ -10,7 +12,7 @@ import (
 
 func newBenchRouterCmd() *cobra.Command {
 	var (
-		o      bench.RouterOptions
+		o      router.Options
 		asJSON bool
 		quick  bool
 	)
@@ -36,7 +38,7 @@ p50 over router p50).`,
 				o.Requests = 200
 			}
 			o.Progress = bench.NewProgress("router", 2*int64(cmp.Or(o.Requests, 2000)))
-			rep, err := bench.RouterOverhead(cmd.Context(), o)
+			rep, err := router.Run(cmd.Context(), o)
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,8 @@ package main
 import (
 	"time"
 
+	"github.com/yuebing/yuebing/bench/sched"
+
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
@@ -65,7 +67,7 @@ runs their cross product at --speed.`,
 			if ttftSLO <= 0 || tbtSLO <= 0 || td < 0 {
 				return usageErrorf("--ttft-slo, --tbt-slo: want > 0; --td: want >= 0")
 			}
-			base := bench.SchedOptions{Prefill: prefill, Decode: decode, Speed: speed, Requests: requests}
+			base := sched.Options{Prefill: prefill, Decode: decode, Speed: speed, Requests: requests}
 			var err error
 			if base.CacheTokens, err = parseTokenCount(cache); err != nil {
 				return usageErrorf("--cache: %v", err)
@@ -92,9 +94,9 @@ runs their cross product at --speed.`,
 			if err := loadProfiles(&base.Sched, prefillProfile, decodeProfile); err != nil {
 				return err
 			}
-			var cells []bench.SchedCell
+			var cells []sched.Cell
 			if policies == "" && rejections == "" && !cmd.Flags().Changed("speed") {
-				cells = bench.SchedSuite(base, bench.SchedOptions{Speed: overloadSpeed, Prefill: overloadP, Decode: overloadD})
+				cells = sched.Suite(base, sched.Options{Speed: overloadSpeed, Prefill: overloadP, Decode: overloadD})
 			} else {
 				ps, rs := splitList(policies), splitList(rejections)
 				if len(ps) == 0 {
@@ -115,7 +117,7 @@ runs their cross product at --speed.`,
 						}
 						o := base
 						o.Policy, o.Rejection = p, r
-						cells = append(cells, bench.SchedCell{Experiment: "custom", Options: o})
+						cells = append(cells, sched.Cell{Experiment: "custom", Options: o})
 					}
 				}
 			}
@@ -126,15 +128,15 @@ runs their cross product at --speed.`,
 			for i := range cells {
 				cells[i].Options.Trace = t
 			}
-			if err := bench.RunSched(cmd.Context(), cells, 0, true); err != nil {
+			if err := sched.Run(cmd.Context(), cells, 0, true); err != nil {
 				return err
 			}
 			if plotPath != "" {
-				if err := bench.PlotSched(cells, plotPath); err != nil {
+				if err := sched.Plot(cells, plotPath); err != nil {
 					return err
 				}
 			}
-			return bench.SchedReport(cells).Write(cmd.OutOrStdout(), asJSON)
+			return sched.Report(cells).Write(cmd.OutOrStdout(), asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -147,9 +149,9 @@ runs their cross product at --speed.`,
 	f.StringVar(&pool, "global-pool", "0", "extra global pool (store) of this many tokens that every prefilled block is written to; 0 for none")
 	f.StringVar(&decodeCap, "decode-capacity", "1.2M", "KV capacity of each decode instance, in tokens; past it iterations slow down (swapping)")
 	f.Float64Var(&speed, "speed", 1, "replay speed: 2 halves every gap between arrivals")
-	f.Float64Var(&overloadSpeed, "overload-speed", bench.DefaultOverloadSpeed, "replay speed of the default suite's overload experiment")
-	f.IntVar(&overloadP, "overload-prefill", bench.DefaultOverloadPrefill, "prefill instances of the default suite's overload experiment")
-	f.IntVar(&overloadD, "overload-decode", bench.DefaultOverloadDecode, "decode instances of the default suite's overload experiment")
+	f.Float64Var(&overloadSpeed, "overload-speed", sched.DefaultOverloadSpeed, "replay speed of the default suite's overload experiment")
+	f.IntVar(&overloadP, "overload-prefill", sched.DefaultOverloadPrefill, "prefill instances of the default suite's overload experiment")
+	f.IntVar(&overloadD, "overload-decode", sched.DefaultOverloadDecode, "decode instances of the default suite's overload experiment")
 	f.Float64Var(&bandwidth, "bandwidth", 800, "KV transfer bandwidth between instances, in Gbps")
 	f.Float64Var(&threshold, "threshold", 1.25, "kvcache_balancing_threshold of Algorithm 1")
 	f.DurationVar(&ttftSLO, "ttft-slo", 30*time.Second, "TTFT SLO")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/yuebing/yuebing/bench/soak"
+
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
@@ -15,7 +17,7 @@ import (
 
 func newBenchSoakCmd() *cobra.Command {
 	var (
-		o                      bench.SoakOptions
+		o                      soak.Options
 		dram, ssd, inflight    string
 		minValue, maxValue     string
 		plot, binary           string
@@ -122,17 +124,17 @@ docs/benchmarks.md ("Soak").`,
 				return usageErrorf("%v", err)
 			}
 			stop := timeProgress("soak", cmp.Or(o.Duration, 10*time.Minute))
-			res, err := bench.Soak(cmd.Context(), o)
+			res, err := soak.Run(cmd.Context(), o)
 			stop()
 			if err != nil {
 				return err
 			}
 			if plot != "" {
-				if err := bench.PlotSoak(res, plot); err != nil {
+				if err := soak.Plot(res, plot); err != nil {
 					return err
 				}
 			}
-			r := bench.SoakReport(res)
+			r := soak.Report(res)
 			if !asJSON {
 				r = soakTable(r)
 			}

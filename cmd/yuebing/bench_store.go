@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/yuebing/yuebing/bench/store"
+
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
@@ -12,7 +14,7 @@ import (
 
 func newBenchStoreCmd() *cobra.Command {
 	var (
-		o          bench.StoreOptions
+		o          store.Options
 		asJSON     bool
 		sizes      string
 		goroutines string
@@ -59,8 +61,8 @@ reduced set in well under a minute.`,
 			if o.Duration < 0 {
 				return usageErrorf("--duration: must not be negative")
 			}
-			o.Progress = bench.NewProgress("store", int64(bench.StoreCases(o)))
-			rep, err := bench.RunStore(cmd.Context(), o)
+			o.Progress = bench.NewProgress("store", int64(store.Cases(o)))
+			rep, err := store.Run(cmd.Context(), o)
 			o.Progress.Done()
 			if err != nil {
 				return err

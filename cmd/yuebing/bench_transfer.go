@@ -3,14 +3,14 @@ package main
 import (
 	"time"
 
-	"github.com/spf13/cobra"
+	"github.com/yuebing/yuebing/bench/transfer"
 
-	"github.com/yuebing/yuebing/bench"
+	"github.com/spf13/cobra"
 )
 
 func newBenchTransferCmd() *cobra.Command {
 	var (
-		o      bench.TransferOptions
+		o      transfer.Options
 		asJSON bool
 		noProg bool
 	)
@@ -31,7 +31,7 @@ number of goroutines (shm). With --paths N, each side gets N loopback NICs
 				return err
 			}
 			o.Progress = !noProg
-			r, err := bench.RunTransfer(cmd.Context(), o)
+			r, err := transfer.Run(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
@@ -54,7 +54,7 @@ number of goroutines (shm). With --paths N, each side gets N loopback NICs
 
 // checkTransferFlags turns option errors into usage errors that name the
 // flag.
-func checkTransferFlags(o *bench.TransferOptions) error {
+func checkTransferFlags(o *transfer.Options) error {
 	switch {
 	case o.Transport != "tcp" && o.Transport != "shm":
 		return usageErrorf("--transport: %q is not tcp or shm", o.Transport)

@@ -1,0 +1,60 @@
+package benchtest
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/yuebing/yuebing/bench"
+)
+
+// TracePath locates a published Mooncake trace in the repository's traces/
+// folder (traces/README.md), from this file's place in the tree, so a test
+// finds it whichever bench package it runs in.
+func TracePath(t testing.TB, file string) string {
+	t.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	p := filepath.Join(filepath.Dir(self), "..", "..", "traces", file)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("trace %s: %v", file, err)
+	}
+	return p
+}
+
+var (
+	traceCacheMu sync.Mutex
+	traceCache   = map[string]*bench.Trace{}
+)
+
+// OpenTestTrace opens a published trace once per test binary.
+func OpenTestTrace(t testing.TB, file string) *bench.Trace {
+	t.Helper()
+	p := TracePath(t, file)
+	traceCacheMu.Lock()
+	defer traceCacheMu.Unlock()
+	if tr, ok := traceCache[p]; ok {
+		return tr
+	}
+	tr, err := bench.OpenTrace(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	traceCache[p] = tr
+	return tr
+}
+
+func MustTrace(t *testing.T, reqs ...bench.Request) *bench.Trace {
+	t.Helper()
+	tr, err := bench.NewTrace("t", reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// Req makes a request of full 512-token blocks.
+func Req(ids ...uint64) bench.Request {
+	return bench.Request{InputLength: len(ids) * bench.TraceBlockTokens, HashIDs: ids}
+}

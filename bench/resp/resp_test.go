@@ -1,0 +1,98 @@
+package resp
+
+import (
+	"context"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParseRedisBenchmarkCSV(t *testing.T) {
+	out := `"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+"SET","29411.76","0.234","0.056","0.215","0.383","0.559","1.351"
+"GET","35211.27","0.199","0.048","0.183","0.303","0.447","0.919"
+`
+	got, err := ParseRedisBenchmarkCSV(strings.NewReader(out))
+	if err != nil || got["SET"] != 29411.76 || got["GET"] != 35211.27 || len(got) != 2 {
+		t.Errorf("got %v, %v", got, err)
+	}
+	// Older redis-benchmark: no header, two columns.
+	got, err = ParseRedisBenchmarkCSV(strings.NewReader("\"PING_INLINE\",\"1234.5\"\n"))
+	if err != nil || got["PING_INLINE"] != 1234.5 {
+		t.Errorf("got %v, %v", got, err)
+	}
+	if _, err := ParseRedisBenchmarkCSV(strings.NewReader("")); err == nil {
+		t.Error("empty output accepted")
+	}
+	if _, err := ParseRedisBenchmarkCSV(strings.NewReader(`"SET","fast"`)); err == nil {
+		t.Error("a non-number accepted")
+	}
+}
+
+// TestRunRespVsRedis runs a tiny comparison end to end: both servers
+// answer every request of the same redis-benchmark command lines.
+func TestRunRespVsRedis(t *testing.T) {
+	for _, p := range []string{"redis-server", "redis-benchmark"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("%s not installed (Debian packages redis-server, redis-tools)", p)
+		}
+	}
+	o := Options{Sizes: []int64{4096, 64 << 10}, Bytes: 64 << 20, Quick: true, DRAMCapacity: 64 << 20, SSDCapacity: 64 << 20, Dir: t.TempDir()}
+	rep, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range rep.Results {
+		names = append(names, r["name"].(string))
+		if r["ops_per_sec"].(float64) <= 0 || r["baseline_ops_per_sec"].(float64) <= 0 || r["baseline"] != "redis-server" {
+			t.Errorf("row %v", r)
+		}
+		if want := r["ops_per_sec"].(float64) / r["baseline_ops_per_sec"].(float64); r["ratio"].(float64) != want {
+			t.Errorf("row %v: ratio is not ops_per_sec/baseline_ops_per_sec", r)
+		}
+	}
+	if got := strings.Join(names, ","); got != "set_4096,get_4096,set_4096_p16,get_4096_p16,set_65536,get_65536" {
+		t.Errorf("rows %s", got)
+	}
+	if Runs(o) != 6 {
+		t.Errorf("RespRuns = %d, want 6", Runs(o))
+	}
+}
+
+// TestRunRespVsRedisPinned: with Pin the client runs on CPU 0 and the
+// servers elsewhere, and this process gets its CPUs and GOMAXPROCS back.
+func TestRunRespVsRedisPinned(t *testing.T) {
+	for _, p := range []string{"redis-server", "redis-benchmark", "taskset"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("%s not installed (Debian packages redis-server, redis-tools, util-linux)", p)
+		}
+	}
+	var before unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil || !before.IsSet(0) || before.Count() < 2 {
+		t.Skip("pinning needs CPU 0 and another")
+	}
+	procs := runtime.GOMAXPROCS(0)
+	o := Options{Sizes: []int64{4096}, Pipeline: 1, Bytes: 32 << 20, Quick: true, Pin: true,
+		DRAMCapacity: 64 << 20, SSDCapacity: 64 << 20, Dir: t.TempDir()}
+	rep, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 {
+		t.Fatalf("%d rows", len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r["pinned"] != true || r["redis_io_threads"] != min(2, before.Count()-1) || r["ops_per_sec"].(float64) <= 0 {
+			t.Errorf("row %v", r)
+		}
+	}
+	var after unix.CPUSet
+	unix.SchedGetaffinity(0, &after)
+	if after != before || runtime.GOMAXPROCS(0) != procs {
+		t.Errorf("CPUs %d and GOMAXPROCS %d afterwards, want %d and %d", after.Count(), runtime.GOMAXPROCS(0), before.Count(), procs)
+	}
+}

@@ -1,0 +1,3 @@
+// Package router is `yuebing bench router`: what the conductor's router adds
+// to a request, against calling the engine directly.
+package router
