@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,9 @@ import (
 // token, which is separate from the tenants' tokens: nodes sign their
 // requests with it (trust.go), tools may send Authorization: Bearer TOKEN. Reports are binary (see report.go); everything else is small
 // JSON. docs/cluster.md lists the endpoints.
+
+// maxRequestKeys bounds the keys of one request of the internal API.
+const maxRequestKeys = 1024
 
 // Request and answer bodies.
 type (
@@ -74,7 +76,6 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("POST /internal/v1/desired", n.handleDesired)
 	mux.HandleFunc("POST /internal/v1/name", n.handleName)
 	mux.HandleFunc("POST /internal/v1/name/op", n.handleNameOp)
-	mux.HandleFunc("POST /internal/v1/read", n.handleRead)
 	mux.HandleFunc("POST /internal/v1/has", n.handleHas)
 	mux.HandleFunc("POST /internal/v1/forget", n.handleForget)
 	mux.HandleFunc("POST /internal/v1/hot", n.handleHot)
@@ -138,56 +139,6 @@ func readJSON(r *http.Request, v any) error {
 		return fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
 	return nil
-}
-
-// post sends body to a node's internal API and decodes a JSON answer into
-// out (if not nil). Error answers come back as the sentinel of their code;
-// a node that cannot be reached is ErrUnreachable. The errors never carry
-// the address: they may end up in a public answer.
-func (n *Node) post(ctx context.Context, addr, path string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("%w: a bad address", ErrUnreachable)
-	}
-	n.sign(req, body)
-	resp, err := n.client.Do(req)
-	if err != nil {
-		if cerr := ctx.Err(); cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {
-			return cerr
-		}
-		return fmt.Errorf("%w: %s", ErrUnreachable, path)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return answerError(resp, "a peer")
-	}
-	if out == nil {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, maxJSON))
-		return nil
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
-		return fmt.Errorf("%w: %s: decoding the answer: %v", ErrBadRequest, path, err)
-	}
-	return nil
-}
-
-// answerError turns an error answer of the internal API into the sentinel
-// of its code.
-func answerError(resp *http.Response, from string) error {
-	var b httperr.Body
-	_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&b)
-	if sentinel := errorTable.Err(b.Error.Code); sentinel != nil {
-		return fmt.Errorf("%w (from %s: %s)", sentinel, from, b.Error.Message)
-	}
-	return fmt.Errorf("%w: %s answered %s", ErrUnreachable, from, resp.Status)
-}
-
-func (n *Node) postJSON(ctx context.Context, addr, path string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return n.post(ctx, addr, path, body, out)
 }
 
 // leaderOrErr returns the leader role if this node has it in term (0: any

@@ -55,12 +55,13 @@ func TestInternalAPIRejectsBadInput(t *testing.T) {
 		}
 	}
 	const tok = "test-cluster-token"
-	f("/internal/v1/read", "", `{}`, 401, "unauthorized")
-	f("/internal/v1/read", "wrong", `{}`, 401, "unauthorized")
+	f("/internal/v1/has", "", `{}`, 401, "unauthorized")
+	f("/internal/v1/has", "wrong", `{}`, 401, "unauthorized")
 	f("/internal/v1/report", tok, "garbage", 400, "bad_report")
-	f("/internal/v1/read", tok, `{"keys":["zz"]}`, 400, "bad_request")
-	f("/internal/v1/read", tok, `{"keys":[]}`, 400, "bad_request")
-	f("/internal/v1/read", tok, `{"keys":["`+testKey(1).String()+`"],"x":1}`, 400, "bad_request")
+	f("/internal/v1/has", tok, `{"keys":["zz"]}`, 400, "bad_request")
+	f("/internal/v1/has", tok, `{"keys":["`+testKey(1).String()+`"],"x":1}`, 400, "bad_request")
+	// Blocks go over the transfer service only.
+	f("/internal/v1/read", tok, `{"keys":["`+testKey(1).String()+`"]}`, 404, "not_found")
 	f("/internal/v1/has", tok, `{"keys":"x"}`, 400, "bad_request")
 	f("/internal/v1/forget", tok, `{"keys":[1]}`, 400, "bad_request")
 	f("/internal/v1/drop", tok, `{"key":"`+testKey(1).String()+`","term":1}`, 409, "not_leader")

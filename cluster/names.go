@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/yuebing/yuebing/block"
@@ -109,33 +108,19 @@ func (n *Node) handleNameOp(w http.ResponseWriter, r *http.Request) {
 // answer keeps what it holds (docs/cluster.md).
 func (n *Node) ForgetName(ctx context.Context, namespace, name string, gen uint64) (dropped int, newer bool, err error) {
 	op := NameOp{Namespace: namespace, Name: name, Op: NameForget, Gen: gen, From: n.id}
-	var (
-		mu     sync.Mutex
-		wg     sync.WaitGroup
-		failed []string
-	)
+	var failed []string
 	ctx, cancel := context.WithTimeout(ctx, n.opts.PeerTimeout)
 	defer cancel()
-	for _, m := range n.Members() {
-		if m.ID == n.id {
-			continue
+	broadcast(ctx, n, "/internal/v1/name/op", op, func(m Member, res *NameOpResult, err error) {
+		switch {
+		case err != nil && !errors.Is(err, tier.ErrNotFound):
+			failed = append(failed, m.Name)
+		case err == nil && res.Done:
+			dropped++
+		case err == nil && res.Newer:
+			newer = true
 		}
-		wg.Go(func() {
-			var res NameOpResult
-			err := n.call(ctx, n.fast, m, "/internal/v1/name/op", op, &res)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil && !errors.Is(err, tier.ErrNotFound):
-				failed = append(failed, m.Name)
-			case err == nil && res.Done:
-				dropped++
-			case err == nil && res.Newer:
-				newer = true
-			}
-		})
-	}
-	wg.Wait()
+	})
 	if len(failed) > 0 {
 		err = fmt.Errorf("%w: %v", ErrUnreachable, failed)
 	}

@@ -107,9 +107,6 @@ type Node struct {
 	wg     sync.WaitGroup
 	closed atomic.Bool
 	stats  stats
-	// httpReads makes reads use the internal API as for a peer whose
-	// transfer service cannot read by key; benchmarks compare the two.
-	httpReads bool
 }
 
 type stats struct {

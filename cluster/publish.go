@@ -117,29 +117,17 @@ func (n *Node) Deleted(ctx context.Context, keys ...block.Key) (int, error) {
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = n.publish(ctx, keys) })
-	var (
-		mu      sync.Mutex
-		dropped = make([]bool, len(keys))
-		failed  []string
-	)
-	for _, m := range n.Members() {
-		if m.ID == n.id {
-			continue
+	dropped := make([]bool, len(keys))
+	var failed []string
+	broadcast(ctx, n, "/internal/v1/forget", keysRequest{Keys: keys}, func(m Member, ans *forgetResponse, err error) {
+		if err != nil || len(ans.Dropped) != len(keys) {
+			failed = append(failed, m.Name)
+			return
 		}
-		wg.Go(func() {
-			var ans forgetResponse
-			err := n.call(ctx, n.fast, m, "/internal/v1/forget", keysRequest{Keys: keys}, &ans)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil || len(ans.Dropped) != len(keys) {
-				failed = append(failed, m.Name)
-				return
-			}
-			for i, d := range ans.Dropped {
-				dropped[i] = dropped[i] || d
-			}
-		})
-	}
+		for i, d := range ans.Dropped {
+			dropped[i] = dropped[i] || d
+		}
+	})
 	wg.Wait()
 	count := 0
 	for _, d := range dropped {
@@ -166,8 +154,8 @@ func (n *Node) handleForget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if len(req.Keys) > maxReadKeys {
-		writeError(w, fmt.Errorf("%w: %d keys, at most %d", ErrBadRequest, len(req.Keys), maxReadKeys))
+	if len(req.Keys) > maxRequestKeys {
+		writeError(w, fmt.Errorf("%w: %d keys, at most %d", ErrBadRequest, len(req.Keys), maxRequestKeys))
 		return
 	}
 	writeJSON(w, forgetResponse{Dropped: n.forgetLocally(req.Keys, true)})
@@ -216,8 +204,8 @@ func (n *Node) handleHas(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if len(req.Keys) > maxReadKeys {
-		writeError(w, fmt.Errorf("%w: %d keys, at most %d", ErrBadRequest, len(req.Keys), maxReadKeys))
+	if len(req.Keys) > maxRequestKeys {
+		writeError(w, fmt.Errorf("%w: %d keys, at most %d", ErrBadRequest, len(req.Keys), maxRequestKeys))
 		return
 	}
 	out := hasResponse{Tiers: make([]index.TierMask, len(req.Keys))}
@@ -237,30 +225,16 @@ func (n *Node) askPeers(ctx context.Context, keys []block.Key) (holders [][]inde
 	holders = make([][]index.Holder, len(keys))
 	ctx, cancel := context.WithTimeout(ctx, n.opts.PeerTimeout)
 	defer cancel()
-	var (
-		wg sync.WaitGroup
-		mu sync.Mutex
-	)
-	for _, m := range n.Members() {
-		if m.ID == n.id {
-			continue
+	broadcast(ctx, n, "/internal/v1/has", keysRequest{Keys: keys}, func(m Member, ans *hasResponse, err error) {
+		if err != nil || len(ans.Tiers) != len(keys) {
+			unreached = append(unreached, m.Name)
+			return
 		}
-		wg.Go(func() {
-			var ans hasResponse
-			err := n.call(ctx, n.fast, m, "/internal/v1/has", keysRequest{Keys: keys}, &ans)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil || len(ans.Tiers) != len(keys) {
-				unreached = append(unreached, m.Name)
-				return
+		for i, t := range ans.Tiers {
+			if t != 0 {
+				holders[i] = append(holders[i], index.Holder{Node: m.ID, Tiers: t})
 			}
-			for i, t := range ans.Tiers {
-				if t != 0 {
-					holders[i] = append(holders[i], index.Holder{Node: m.ID, Tiers: t})
-				}
-			}
-		})
-	}
-	wg.Wait()
+		}
+	})
 	return holders, unreached
 }

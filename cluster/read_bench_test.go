@@ -8,8 +8,7 @@ import (
 )
 
 // BenchmarkReadFrom reads a prefix of 64 blocks of 64 KiB from another
-// node in one round trip, over the transfer service and over the internal
-// HTTP API (what a peer without reads by key gets).
+// node in one round trip over the transfer service.
 func BenchmarkReadFrom(b *testing.B) {
 	c := newTestCluster(b, 2, func(o *Options) { o.Admit = AdmitNever })
 	c.waitFormed()
@@ -21,9 +20,8 @@ func BenchmarkReadFrom(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	for _, mode := range []string{"transfer", "http"} {
+	for _, mode := range []string{"transfer"} {
 		b.Run(mode, func(b *testing.B) {
-			reader.n.httpReads = mode == "http"
 			b.SetBytes(64 * 64 << 10)
 			for b.Loop() {
 				out, err := reader.n.readFrom(b.Context(), holder.n.id, keys)

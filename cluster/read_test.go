@@ -2,61 +2,50 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
 	"testing"
+
+	"github.com/yuebing/yuebing/rdma/wire"
 )
 
-func TestDecodeFrame(t *testing.T) {
-	var b [frameHeaderSize]byte
-	good := frame{Status: frameFound, Size: 100, Checksum: 7, MetaLen: 3, PinnedUntil: 1700000000}
-	good.encode(&b)
-	f, err := decodeFrame(b[:], 1000)
-	if err != nil || f != good {
-		t.Fatalf("round trip: %+v, %v", f, err)
-	}
-	notHeld := frame{Status: frameNotHeld}
-	notHeld.encode(&b)
-	if f, err := decodeFrame(b[:], 1000); err != nil || f != notHeld {
-		t.Fatalf("not held: %+v, %v", f, err)
-	}
-	bad := []struct {
-		name string
-		edit func(b *[frameHeaderSize]byte)
-	}{
-		{"magic", func(b *[frameHeaderSize]byte) { b[0] = 'X' }},
-		{"status", func(b *[frameHeaderSize]byte) { b[4] = 9 }},
-		{"reserved", func(b *[frameHeaderSize]byte) { b[6] = 1 }},
-		{"too large", func(b *[frameHeaderSize]byte) { b[15] = 1 }},
-		{"meta too large", func(b *[frameHeaderSize]byte) { b[23] = 1 }},
-		{"negative pin", func(b *[frameHeaderSize]byte) { b[31] = 0x80 }},
-		{"not held with a size", func(b *[frameHeaderSize]byte) { b[4] = frameNotHeld }},
-	}
-	for _, c := range bad {
-		good.encode(&b)
-		c.edit(&b)
-		if _, err := decodeFrame(b[:], 1000); err == nil {
-			t.Errorf("%s: accepted", c.name)
+func TestAttr(t *testing.T) {
+	f := func(pinned int64, meta []byte, wantPinned int64, wantMeta []byte) {
+		t.Helper()
+		p, m, err := decodeAttr(encodeAttr(pinned, meta))
+		if err != nil || p != wantPinned || !bytes.Equal(m, wantMeta) {
+			t.Fatalf("encodeAttr(%d, %q) reads back as %d %q %v", pinned, meta, p, m, err)
 		}
 	}
-	if _, err := decodeFrame(b[:10], 1000); err == nil {
-		t.Error("short header accepted")
+	f(0, nil, 0, nil)
+	f(1700000000, []byte("rec"), 1700000000, []byte("rec"))
+	f(-5, []byte("rec"), 0, []byte("rec"))                      // no pin before 1970
+	f(1, make([]byte, wire.MaxBlockAttr-attrPinSize+1), 1, nil) // a record too long for the wire goes without it
+	f(1, bytes.Repeat([]byte{7}, wire.MaxBlockAttr-attrPinSize), 1, bytes.Repeat([]byte{7}, wire.MaxBlockAttr-attrPinSize))
+	for _, b := range [][]byte{nil, {1, 2, 3}, {0, 0, 0, 0, 0, 0, 0, 0x80}} {
+		if _, _, err := decodeAttr(b); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("decodeAttr(%x) = %v, want ErrBadRequest", b, err)
+		}
 	}
 }
 
-func FuzzDecodeFrame(f *testing.F) {
-	var b [frameHeaderSize]byte
-	(&frame{Status: frameFound, Size: 100, Checksum: 7, MetaLen: 3}).encode(&b)
-	f.Add(b[:])
-	(&frame{Status: frameNotHeld}).encode(&b)
-	f.Add(b[:])
-	f.Fuzz(func(t *testing.T, in []byte) {
-		fr, err := decodeFrame(in, 1<<20)
+// FuzzDecodeAttr: any attribute a holder sends is a pin and a record, or
+// ErrBadRequest, never a panic; what decodes encodes back to itself.
+func FuzzDecodeAttr(f *testing.F) {
+	f.Add(encodeAttr(1700000000, []byte("rec")))
+	f.Add([]byte{1, 2})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, m, err := decodeAttr(b)
 		if err != nil {
+			if !errors.Is(err, ErrBadRequest) {
+				t.Fatalf("error %v is not ErrBadRequest", err)
+			}
 			return
 		}
-		var out [frameHeaderSize]byte
-		fr.encode(&out)
-		if !bytes.Equal(out[:], in) {
-			t.Fatalf("re-encoded %x, decoded from %x", out, in)
+		if p < 0 {
+			t.Fatalf("negative pin %d", p)
+		}
+		if len(b) <= wire.MaxBlockAttr && !bytes.Equal(encodeAttr(p, m), b) {
+			t.Fatalf("%x decodes to %d %q, which encodes to %x", b, p, m, encodeAttr(p, m))
 		}
 	})
 }

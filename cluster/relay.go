@@ -134,8 +134,8 @@ func (n *Node) relayFrom(ctx context.Context, holder uint32, key block.Key, send
 	if !info.Found {
 		return false, nil
 	}
-	a := answer{found: true, size: info.Size, checksum: info.Checksum}
-	if a.pinnedUntil, a.meta, err = decodeAttr(info.Attr); err != nil {
+	a, err := answerOf(info)
+	if err != nil {
 		n.stats.fetchFailures.Add(1)
 		return false, fmt.Errorf("%w: %s: %w", ErrUnreachable, m.Name, err)
 	}

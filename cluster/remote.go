@@ -148,7 +148,7 @@ func (n *Node) readRound(ctx context.Context, keys []block.Key, cands [][]index.
 			if got[i] == nil && next[i] < len(cands[i]) {
 				h := cands[i][next[i]].Node
 				next[i]++
-				if len(batches[h]) < maxReadKeys {
+				if len(batches[h]) < maxRequestKeys {
 					batches[h] = append(batches[h], i)
 				}
 			}
