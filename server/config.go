@@ -21,6 +21,7 @@ import (
 	"github.com/yuebing/yuebing/internal/bytesize"
 	"github.com/yuebing/yuebing/scheduler"
 	"github.com/yuebing/yuebing/tier/policy"
+	"github.com/yuebing/yuebing/tier/s3"
 )
 
 // Config is everything `yuebing serve` needs. It is filled from defaults,
@@ -47,13 +48,18 @@ type Config struct {
 	// moment ago does while the kernel tears it down; past it the node
 	// refuses to start, naming the holder's pid and command line. Default
 	// 10s.
-	DataDirLockWait time.Duration   `yaml:"data_dir_lock_wait"`
-	DRAM            DRAMConfig      `yaml:"dram"`
-	SSD             SSDConfig       `yaml:"ssd"`
-	Auth            AuthConfig      `yaml:"auth"`
-	Limits          Limits          `yaml:"limits"`
-	Contexts        ContextsConfig  `yaml:"contexts"`
-	Conductor       ConductorConfig `yaml:"conductor"`
+	DataDirLockWait time.Duration `yaml:"data_dir_lock_wait"`
+	DRAM            DRAMConfig    `yaml:"dram"`
+	SSD             SSDConfig     `yaml:"ssd"`
+	// S3 is the object tier below SSD (docs/operations.md, "The S3
+	// tier"); off unless s3.bucket or s3.endpoint is set. Credentials come
+	// from s3.credentials_file or the AWS_ACCESS_KEY_ID and
+	// AWS_SECRET_ACCESS_KEY variables, never from this file.
+	S3        s3.Options      `yaml:"s3"`
+	Auth      AuthConfig      `yaml:"auth"`
+	Limits    Limits          `yaml:"limits"`
+	Contexts  ContextsConfig  `yaml:"contexts"`
+	Conductor ConductorConfig `yaml:"conductor"`
 	// Router puts the embedded conductor in front of inference engines as
 	// an OpenAI-compatible router (/v1/completions, /v1/chat/completions,
 	// /v1/models); no engines means none.
@@ -609,6 +615,13 @@ func (c *Config) Validate() error {
 		})
 	}
 	c.validateCluster(bad)
+	if c.S3.Enabled() {
+		o := c.S3
+		o.EnsureDefaults()
+		if err := o.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+		}
+	}
 	if _, ok := logLevels[c.Log.Level]; !ok {
 		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
 	}

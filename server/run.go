@@ -29,6 +29,7 @@ import (
 	"github.com/yuebing/yuebing/server/staging"
 	"github.com/yuebing/yuebing/tier"
 	"github.com/yuebing/yuebing/tier/dram"
+	"github.com/yuebing/yuebing/tier/s3"
 	"github.com/yuebing/yuebing/tier/ssd"
 )
 
@@ -148,6 +149,13 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if err := apiOpts.Registry.Register(nodeCollector{n}); err != nil {
 		panic("BUG: server: node metrics: " + err.Error())
+	}
+	for _, t := range store.Tiers() { // a tier's own series (the S3 tier's requests)
+		if c, ok := t.(prometheus.Collector); ok {
+			if err := apiOpts.Registry.Register(c); err != nil {
+				panic("BUG: server: tier metrics: " + err.Error())
+			}
+		}
 	}
 	if n.cluster != nil {
 		apiOpts.Cluster = n.cluster.node
@@ -306,15 +314,33 @@ func openStore(cfg Config, logger *slog.Logger) (*tier.Hierarchy, error) {
 		Dir: filepath.Join(cfg.DataDir, "ssd"), Capacity: int64(cfg.SSD.Capacity),
 		MaxBlockSize: min(maxBlock, int64(cfg.SSD.Capacity)/2),
 		Compression:  cfg.SSD.Compression, NoSync: cfg.SSD.NoSync, Logger: logger,
+		OfferEvicted: cfg.S3.Enabled(), // demoted to the S3 tier
 	})
 	if err != nil {
 		d.Close()
 		return nil, fmt.Errorf("server: ssd tier: %w", err)
 	}
-	h, err := tier.NewHierarchy([]tier.Tier{d, s}, tier.HierarchyOptions{Logger: logger})
+	tiers := []tier.Tier{d, s}
+	if cfg.S3.Enabled() {
+		o := cfg.S3
+		o.Logger = logger
+		err := o.LoadCredentials(os.Getenv)
+		var st *s3.Tier
+		if err == nil {
+			st, err = s3.Open(context.Background(), o)
+		}
+		if err != nil {
+			d.Close()
+			s.Close()
+			return nil, fmt.Errorf("server: s3 tier: %w", err)
+		}
+		tiers = append(tiers, st)
+	}
+	h, err := tier.NewHierarchy(tiers, tier.HierarchyOptions{Logger: logger})
 	if err != nil {
-		d.Close()
-		s.Close()
+		for _, t := range tiers {
+			t.Close()
+		}
 		return nil, err
 	}
 	return h, nil

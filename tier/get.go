@@ -86,10 +86,11 @@ func (h *Hierarchy) getLocal(ctx context.Context, key block.Key) (*Handle, int, 
 		case errors.Is(err, ErrCorrupt):
 			corrupt = err
 			h.clearCopy(key, level, e.Loc)
-		case errors.Is(err, ErrUnavailable):
-			// The tier's device (a bucket, a disk) is failing: its copy
-			// is kept for when it recovers, and the read is a miss here
-			// rather than an error for the client.
+		case errors.Is(err, ErrUnavailable) && isShared(t):
+			// A shared tier's bucket is failing: its copy is kept for
+			// when it recovers, and the read is a miss rather than an
+			// error for the client, who recomputes the block. A local
+			// device's failure stays an error (503), as the node's own.
 		default:
 			return nil, -1, err
 		}
@@ -120,13 +121,18 @@ type SharedTier interface {
 	Shared() bool
 }
 
+func isShared(t Tier) bool {
+	st, ok := t.(SharedTier)
+	return ok && st.Shared()
+}
+
 // discover looks for key in the shared tiers after an index miss, and
 // records a copy it finds so the read goes on as for any indexed block.
 // Stat is a lookup in the tier's memory, so a miss costs no I/O.
 func (h *Hierarchy) discover(key block.Key) bool {
 	found := false
 	for level, t := range h.tiers {
-		if st, ok := t.(SharedTier); ok && st.Shared() {
+		if isShared(t) {
 			if _, err := t.Stat(key); err == nil {
 				h.indexCopy(key, level)
 				found = true

@@ -194,7 +194,7 @@ func (t *Tier) compactOne(ctx context.Context) {
 			s, best = c, frac
 		}
 	}
-	if s == nil || t.mu.pendingBytes+s.live > t.opts.MaxPending {
+	if s == nil || t.mu.pendingBytes+s.live > int64(t.opts.MaxPending) {
 		t.mu.Unlock()
 		return
 	}
@@ -416,7 +416,7 @@ func (t *Tier) apply(name string, f *footer, dataLen int64) {
 	// Over capacity (another node wrote more, or the capacity shrank):
 	// evict quietly, recording tombstones.
 	now := t.opts.Now()
-	for t.mu.used > t.opts.Capacity {
+	for t.mu.used > int64(t.opts.Capacity) {
 		k, ok := t.mu.pol.Evict(func(k block.Key) bool { return !t.mu.entries[k].pinnedUntil.After(now) })
 		if !ok {
 			break

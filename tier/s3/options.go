@@ -5,9 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
+	"github.com/yuebing/yuebing/internal/bytesize"
 	"github.com/yuebing/yuebing/tier/policy"
 )
 
@@ -16,62 +21,119 @@ import (
 type Options struct {
 	// Endpoint is the S3 server's host:port, or a URL whose scheme says
 	// whether to use TLS (https://host). Required.
-	Endpoint string
+	Endpoint string `yaml:"endpoint"`
 	// Bucket holds the segment objects. It must exist. Required.
-	Bucket string
+	Bucket string `yaml:"bucket"`
 	// Namespace prefixes every object name, so clusters can share a bucket;
 	// nodes with the same bucket and namespace share their blocks. Default
 	// "yuebing".
-	Namespace string
+	Namespace string `yaml:"namespace"`
 	// Region is sent with signed requests. Default "us-east-1".
-	Region string
+	Region string `yaml:"region"`
 	// AccessKeyID and SecretAccessKey sign requests. They are never logged
 	// or printed; empty means anonymous requests.
-	AccessKeyID     string
-	SecretAccessKey string
+	AccessKeyID     string `yaml:"-"`
+	SecretAccessKey string `yaml:"-"`
+	// CredentialsFile is a YAML file with access_key_id and
+	// secret_access_key, read by LoadCredentials. Empty: the environment's
+	// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+	CredentialsFile string `yaml:"credentials_file"`
 	// Capacity bounds the bytes of live blocks the tier keeps in the bucket
 	// (dead bytes awaiting compaction are not counted). Required.
-	Capacity int64
+	Capacity Size `yaml:"capacity"`
 	// SegmentSize is the size at which the open segment is sealed and
 	// uploaded as one object. Default 64 MiB: large enough that a PUT's cost
 	// is spread over hundreds of blocks, small enough to buffer.
-	SegmentSize int64
+	SegmentSize Size `yaml:"segment_size"`
 	// FlushInterval seals a partly filled segment after this long, so a
 	// quiet node does not keep blocks only in memory. Default 5s.
-	FlushInterval time.Duration
+	FlushInterval time.Duration `yaml:"flush_interval"`
 	// MaxPending bounds the bytes sealed but not yet uploaded (plus the open
 	// segment). A put past it waits for uploads, or fails with
 	// tier.ErrUnavailable while the tier is degraded and WhenDegraded is
 	// "drop". Default 4 * SegmentSize.
-	MaxPending int64
+	MaxPending Size `yaml:"max_pending"`
 	// WhenDegraded says what a put does while the bucket is failing and the
 	// pending bytes are full: "drop" (default) refuses it at once with
 	// tier.ErrUnavailable, so a demotion is dropped; "wait" waits for the
 	// bucket to recover until the put's context is done.
-	WhenDegraded string
+	WhenDegraded string `yaml:"when_degraded"`
 	// CompactBelow is the live fraction under which an uploaded segment is
 	// rewritten: its live blocks are copied into the open segment and the
 	// object is deleted once they are uploaded. Default 0.5.
-	CompactBelow float64
+	CompactBelow float64 `yaml:"compact_below"`
 	// RequestTimeout bounds each S3 request; a request past it counts as a
 	// failure and degrades the tier. Default 10s.
-	RequestTimeout time.Duration
+	RequestTimeout time.Duration `yaml:"request_timeout"`
 	// ProbeInterval is how often a degraded tier checks the bucket to
 	// recover. Default 1s.
-	ProbeInterval time.Duration
+	ProbeInterval time.Duration `yaml:"probe_interval"`
 	// RefreshInterval is how often the tier lists the bucket for segments
 	// other nodes sharing the namespace wrote (see Refresh). Default 10s;
 	// negative: only when Refresh is called.
-	RefreshInterval time.Duration
+	RefreshInterval time.Duration `yaml:"refresh_interval"`
 	// Policy names the eviction policy (tier/policy). Default "lru".
-	Policy string
+	Policy string `yaml:"policy"`
 	// DegradedOK starts the tier degraded instead of failing Open when the
 	// bucket cannot be reached or read; it recovers by itself.
-	DegradedOK bool
+	DegradedOK bool `yaml:"degraded_ok"`
 	// Logger receives state changes (degraded, recovered). Default discard.
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 	// Now is the clock for pins. Default time.Now.
-	Now func() time.Time
+	Now func() time.Time `yaml:"-"`
+}
+
+// Enabled says whether an S3 tier is configured at all.
+func (o *Options) Enabled() bool { return o.Bucket != "" || o.Endpoint != "" }
+
+// LoadCredentials fills AccessKeyID and SecretAccessKey from
+// CredentialsFile or, without one, from the environment (AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY; getenv is os.Getenv in production). Errors name
+// the file, never its contents.
+func (o *Options) LoadCredentials(getenv func(string) string) error {
+	if o.CredentialsFile == "" {
+		if o.AccessKeyID == "" && o.SecretAccessKey == "" {
+			o.AccessKeyID, o.SecretAccessKey = getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY")
+		}
+		return nil
+	}
+	b, err := os.ReadFile(o.CredentialsFile)
+	if err != nil {
+		return fmt.Errorf("%w: s3.credentials_file: %v", ErrConfig, err)
+	}
+	var c struct {
+		AccessKeyID     string `yaml:"access_key_id"`
+		SecretAccessKey string `yaml:"secret_access_key"`
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil || c.AccessKeyID == "" || c.SecretAccessKey == "" {
+		return fmt.Errorf("%w: s3.credentials_file %s: want YAML with access_key_id and secret_access_key", ErrConfig, o.CredentialsFile)
+	}
+	o.AccessKeyID, o.SecretAccessKey = c.AccessKeyID, c.SecretAccessKey
+	return nil
+}
+
+// Size is a byte count written as operators write it ("1TiB", "64MiB",
+// "1048576").
+type Size int64
+
+func (s Size) String() string { return bytesize.Format(int64(s)) }
+
+// MarshalText implements encoding.TextMarshaler.
+func (s Size) MarshalText() ([]byte, error) {
+	if f := s.String(); func() bool { n, err := bytesize.Parse(f); return err == nil && n == int64(s) }() {
+		return []byte(f), nil
+	}
+	return []byte(strconv.FormatInt(int64(s), 10)), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *Size) UnmarshalText(b []byte) error {
+	n, err := bytesize.Parse(string(b))
+	if err != nil {
+		return err
+	}
+	*s = Size(n)
+	return nil
 }
 
 // EnsureDefaults fills zero fields with their defaults.

@@ -115,7 +115,7 @@ func Open(ctx context.Context, opts Options) (*Tier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: s3.endpoint %q: %v", ErrConfig, opts.Endpoint, err)
 	}
-	pol, err := policy.New[block.Key](opts.Policy, opts.Capacity)
+	pol, err := policy.New[block.Key](opts.Policy, int64(opts.Capacity))
 	if err != nil {
 		return nil, fmt.Errorf("%w: s3.policy: %v", ErrConfig, err)
 	}
@@ -198,8 +198,8 @@ func (t *Tier) precheck(key block.Key, size int64, opts tier.PutOptions) error {
 	if len(opts.Meta) > tier.MaxMeta {
 		return tier.ErrMeta
 	}
-	if size+int64(len(opts.Meta)) > t.opts.Capacity {
-		return fmt.Errorf("%w: %d bytes, s3 capacity %d", tier.ErrTooLarge, size, t.opts.Capacity)
+	if size+int64(len(opts.Meta)) > int64(t.opts.Capacity) {
+		return fmt.Errorf("%w: %d bytes, s3 capacity %d", tier.ErrTooLarge, size, int64(t.opts.Capacity))
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -231,13 +231,13 @@ func (t *Tier) put(ctx context.Context, key block.Key, value []byte, sum uint32,
 			t.mu.Unlock()
 			return tier.ErrExists
 		}
-		if t.mu.pendingBytes == 0 || t.mu.pendingBytes+size <= t.opts.MaxPending {
+		if t.mu.pendingBytes == 0 || t.mu.pendingBytes+size <= int64(t.opts.MaxPending) {
 			break
 		}
 		if t.mu.health.Degraded && t.opts.WhenDegraded == "drop" {
 			t.mu.Unlock()
 			t.dropped.Add(1)
-			return fmt.Errorf("%w: s3 degraded (%s), %d bytes waiting for upload", tier.ErrUnavailable, t.mu.health.Cause, t.opts.MaxPending)
+			return fmt.Errorf("%w: s3 degraded (%s), %d bytes waiting for upload", tier.ErrUnavailable, t.mu.health.Cause, int64(t.opts.MaxPending))
 		}
 		room := t.mu.room
 		t.mu.Unlock()
@@ -249,7 +249,7 @@ func (t *Tier) put(ctx context.Context, key block.Key, value []byte, sum uint32,
 		t.mu.Lock()
 	}
 	now := t.opts.Now()
-	for t.mu.used+charge > t.opts.Capacity {
+	for t.mu.used+charge > int64(t.opts.Capacity) {
 		k, ok := t.mu.pol.Evict(func(k block.Key) bool { return !t.mu.entries[k].pinnedUntil.After(now) })
 		if !ok {
 			t.mu.Unlock()
@@ -274,7 +274,7 @@ func (t *Tier) put(ctx context.Context, key block.Key, value []byte, sum uint32,
 	t.mu.pol.Add(key, policy.Info[block.Key]{Size: max(charge, 1), Parent: opts.Parent, HasParent: opts.HasParent})
 	t.mu.used += charge
 	t.mu.pendingBytes += size
-	if int64(len(s.data)) >= t.opts.SegmentSize {
+	if int64(len(s.data)) >= int64(t.opts.SegmentSize) {
 		t.sealLocked()
 	}
 	t.mu.Unlock()
@@ -516,7 +516,7 @@ func (t *Tier) Stats() tier.Stats {
 	}
 	t.mu.Unlock()
 	return tier.Stats{
-		Name: t.Name(), Capacity: t.opts.Capacity, Used: used, Blocks: blocks, Pinned: pinned,
+		Name: t.Name(), Capacity: int64(t.opts.Capacity), Used: used, Blocks: blocks, Pinned: pinned,
 		Hits: t.hits.Load(), Misses: t.misses.Load(), Puts: t.puts.Load(), Deletes: t.deletes.Load(),
 		Evictions: t.evictions.Load(), Corrupt: t.corrupt.Load(),
 	}

@@ -1,7 +1,6 @@
 package s3_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/tier"
 	"github.com/yuebing/yuebing/tier/s3"
 	"github.com/yuebing/yuebing/tier/s3/s3test"
@@ -32,7 +30,7 @@ func opts(srv *s3test.Server, capacity int64) s3.Options {
 		Namespace:       fmt.Sprintf("test/%d", nsSeq.Add(1)),
 		AccessKeyID:     srv.AccessKey,
 		SecretAccessKey: srv.SecretKey,
-		Capacity:        capacity,
+		Capacity:        s3.Size(capacity),
 		SegmentSize:     256 << 10,
 		FlushInterval:   50 * time.Millisecond,
 		ProbeInterval:   50 * time.Millisecond,
@@ -437,6 +435,3 @@ func TestServerKilledAndRestarted(t *testing.T) {
 		tiertest.CheckGet(t, tr2, tiertest.Key(i), tiertest.Value(tiertest.Key(i), 10_000))
 	}
 }
-
-var _ = bytes.Equal
-var _ = block.Checksum

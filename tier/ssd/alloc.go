@@ -164,7 +164,8 @@ func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
 		key block.Key
 		e   *entry
 	}
-	var pinned []pinnedBlock
+	var pinned, offered []pinnedBlock
+	offer := s.opts.OfferEvicted && s.onEvict.Load() != nil
 	for _, k := range v.keys {
 		e := s.mu.blocks[k]
 		if e == nil || e.seg != v {
@@ -177,10 +178,22 @@ func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
 		delete(s.mu.blocks, k)
 		v.live -= e.recLen
 		evicted = append(evicted, k)
+		if offer {
+			offered = append(offered, pinnedBlock{k, e})
+		}
 	}
 	s.evictions.Add(int64(len(evicted)))
 	v.refs++ // hold the file open while copying pinned blocks out
 	s.mu.Unlock()
+
+	// The evicted blocks' bytes, for a tier below: read while the file is
+	// still open. One that fails to read is simply gone.
+	handles := make(map[block.Key]*tier.Handle, len(offered))
+	for _, p := range offered {
+		if _, raw, err := s.readFullRecord(v, p.e, p.key); err == nil {
+			handles[p.key] = tier.NewHandle(raw, p.e.hdr.Checksum, nil)
+		}
+	}
 
 	recs := make([][]byte, len(pinned))
 	raws := make([][]byte, len(pinned))
@@ -224,8 +237,17 @@ func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
 
 	s.emptyTrash()
 	if h := s.onEvict.Load(); h != nil {
+		metas := make(map[block.Key][]byte, len(offered))
+		for _, p := range offered {
+			metas[p.key] = p.e.meta
+		}
 		for _, k := range evicted {
-			(*h)(ctx, k, tier.BlockInfo{}, nil)
+			hd := handles[k]
+			info := tier.BlockInfo{}
+			if hd != nil {
+				info = tier.BlockInfo{Size: int64(hd.Len()), Checksum: hd.Checksum(), HasChecksum: true, Meta: metas[k]}
+			}
+			(*h)(ctx, k, info, hd)
 		}
 	}
 	// The pinned blocks are others' and their room is paid for: the put

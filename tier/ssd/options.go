@@ -40,6 +40,12 @@ type Options struct {
 	// memory the operator gave neither tier, and make SSD reads look faster
 	// than they are under memory pressure.
 	KeepPageCache bool
+	// OfferEvicted hands the evict handler each evicted block's bytes, read
+	// back and verified before its segment is dropped, so a hierarchy can
+	// demote it to a tier below (S3). It costs a read of the evicted
+	// blocks. Default false: the handler gets nil handles (the SSD tier is
+	// the bottom, eviction means gone).
+	OfferEvicted bool
 	// MaxPinnedFraction bounds the share of Capacity that soft pins may hold.
 	// Default 0.5.
 	MaxPinnedFraction float64
