@@ -27,9 +27,12 @@ try:
 except ImportError as e:  # Python < 3.11, which the package does not support either
     raise ImportError("yuebing needs Python 3.11 or later (tomllib)") from e
 
+# The package a project ships unless its [tool.yuebing-build] table names
+# another (python/mooncake-compat ships `mooncake`).
 PACKAGE = "yuebing"
-# The sdist carries what it takes to build the wheel again, and the tests.
-SDIST_PATHS = ("pyproject.toml", "README.md", "backend", "yuebing", "tests")
+# The sdist carries what it takes to build the wheel again, and the tests
+# where the project has them.
+SDIST_PATHS = ("pyproject.toml", "README.md", "backend", "tests", "examples")
 # Keys of [project] this backend turns into metadata.
 KNOWN_KEYS = {"name", "version", "description", "readme", "requires-python", "license", "dependencies",
               "optional-dependencies"}
@@ -43,9 +46,17 @@ def _root() -> Path:
     return Path.cwd()
 
 
-def _project() -> dict:
+def _pyproject() -> dict:
     with open(_root() / "pyproject.toml", "rb") as f:
-        project = tomllib.load(f)["project"]
+        return tomllib.load(f)
+
+
+def _package() -> str:
+    return _pyproject().get("tool", {}).get("yuebing-build", {}).get("package", PACKAGE)
+
+
+def _project() -> dict:
+    project = _pyproject()["project"]
     unknown = set(project) - KNOWN_KEYS
     if unknown:
         raise ValueError(f"pyproject.toml: [project] keys {sorted(unknown)} are not supported by backend/yuebing_build.py")
@@ -120,9 +131,9 @@ def _build(wheel_directory: str, editable: bool) -> str:
     if editable:
         # A .pth line puts the project's directory on sys.path, so the
         # installed package is the tree being edited.
-        wheel.add(f"{PACKAGE}.pth", (str(_root().resolve()) + "\n").encode())
+        wheel.add(f"{_package()}.pth", (str(_root().resolve()) + "\n").encode())
     else:
-        for path in _files(_root() / PACKAGE):
+        for path in _files(_root() / _package()):
             wheel.add(path.relative_to(_root()).as_posix(), path.read_bytes())
     wheel.add(f"{dist_info}/METADATA", _metadata(project).encode())
     wheel.add(f"{dist_info}/WHEEL",
@@ -153,8 +164,10 @@ def build_sdist(sdist_directory, config_settings=None):
     with open(Path(sdist_directory) / name, "wb") as out, gzip.GzipFile(fileobj=out, mode="wb", mtime=mtime) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
         add(tar, "PKG-INFO", _metadata(project).encode())
-        for top in SDIST_PATHS:
+        for top in SDIST_PATHS + (_package(),):
             path = _root() / top
+            if not path.exists():
+                continue
             for f in [path] if path.is_file() else _files(path):
                 add(tar, f.relative_to(_root()).as_posix(), f.read_bytes())
     return name

@@ -227,8 +227,18 @@ class MooncakeTest(unittest.TestCase):
         self.assertEqual(native.list_contexts(), [])
         self.assertEqual(self.s.upsert("", b"x"), INVALID)
         # Mooncake's checks, before anything is written: a TTL needs ENABLE
-        # (or with_soft_pin) and must not be negative or over the limit.
-        for action, ttl in [(SoftPinAction.PRESERVE, 10), (SoftPinAction.DISABLE, 10), (SoftPinAction.ENABLE, -1),
+        # (or with_soft_pin) and must not be over the limit; a value the
+        # binding's unsigned field cannot hold is a TypeError on assignment.
+        for v in (-1, 1 << 64, 1.5, "10"):
+            with self.assertRaises(TypeError, msg=repr(v)):
+                ReplicateConfig().soft_pin_ttl_ms = v
+        with self.assertRaises(TypeError):
+            ReplicateConfig().replica_num = -1
+        with self.assertRaises(TypeError):
+            ReplicateConfig().with_hard_pin = 1
+        with self.assertRaises(AttributeError):
+            ReplicateConfig().replicas = 2
+        for action, ttl in [(SoftPinAction.PRESERVE, 10), (SoftPinAction.DISABLE, 10),
                             (SoftPinAction.ENABLE, 10**12)]:
             bad = ReplicateConfig()
             bad.soft_pin_action, bad.soft_pin_ttl_ms = action, ttl

@@ -52,6 +52,15 @@ class Match:
     tiers: list[str]
 
 
+# The node's retention classes (X-Yuebing-Retention).
+RETENTIONS = ("pinned", "high", "normal", "low")
+
+
+def _check_retention(retention: str | None) -> None:
+    if retention is not None and retention not in RETENTIONS:
+        raise BadRequest(0, "bad_request", f"retention {retention!r}: want one of {', '.join(RETENTIONS)}")
+
+
 def _mv(buf, writable: bool = False) -> memoryview:
     try:
         mv = memoryview(buf)
@@ -88,6 +97,7 @@ class Client:
         self._auth = {"Authorization": f"Bearer {token}"} if token else {}
         self._verify = verify and _crc32c is not None
         self._shm: Staging | None = None
+        self._cluster: bool | None = None
         if shm:
             try:
                 self._shm = self._open_shm(shm_size)
@@ -169,12 +179,16 @@ class Client:
     # -- single objects and blocks -------------------------------------
 
     def put(self, name: str | None, data, *, key=None, namespace: str | None = None,
-            replicas: int | None = None) -> Item:
+            replicas: int | None = None, retention: str | None = None) -> Item:
         """Stores data (bytes or any buffer) as object ``name`` (or block
-        ``key``). An existing key is not rewritten (status "exists")."""
+        ``key``). An existing key is not rewritten (status "exists").
+        ``retention`` (pinned, high, normal, low) is the node's retention
+        class for the block; it travels as a header, so a put that names
+        one goes over HTTP (a node that does not know it ignores it)."""
         ns = self._ns(namespace)
         mv = _mv(data)
-        st = self._usable_shm()
+        _check_retention(retention)
+        st = None if retention else self._usable_shm()
         if st is not None and 0 < len(mv) <= st.size:
             try:
                 it = self._shm_put(st, ns, [(name, key, mv)], replicas)[0]
@@ -187,6 +201,8 @@ class Client:
         h = {"X-Yuebing-Namespace": ns, "Content-Type": "application/octet-stream"}
         if replicas:
             h["X-Yuebing-Replicas"] = str(replicas)
+        if retention:
+            h["X-Yuebing-Retention"] = retention
         r = self._req("PUT", self._target(name, key), h, mv, ok=(200, 201))
         res = json.loads(r.read())
         return Item(bytes.fromhex(res["key"]), "created" if res["created"] else "exists", res["size"], res.get("tier", ""))
@@ -242,6 +258,22 @@ class Client:
         r.read()  # nothing: a HEAD answer has no body
         return int(r.headers.get("content-length", "0"))
 
+    def tier(self, name: str | None, *, key=None, namespace: str | None = None) -> str:
+        """Where the node reads the object from (its X-Yuebing-Tier: "dram",
+        "ssd", "remote", ...); raises NotFound on a miss."""
+        h = {"X-Yuebing-Namespace": self._ns(namespace)} if key is None or namespace else None
+        r = self._req("HEAD", self._target(name, key), h)
+        r.read()
+        return r.headers.get("x-yuebing-tier", "")
+
+    def holders(self, names=None, *, keys=None, namespace: str | None = None) -> list[list[dict]]:
+        """Per object, the cluster nodes holding it ({"name", "tiers"});
+        raises when the node is not in a cluster."""
+        ts = self._names(names, keys)
+        ks = [(k if k is not None else _keys.opaque_key(self._ns(namespace), n)).hex() for n, k in ts]
+        res = self._json("POST", "/v1/cluster/holders", {"keys": ks})
+        return [b.get("nodes") or [] for b in res.get("blocks", [])]
+
     def exists(self, name: str | None, *, key=None, namespace: str | None = None) -> bool:
         try:
             self.size(name, key=key, namespace=namespace)
@@ -282,7 +314,35 @@ class Client:
         if not ts:
             return []
         res = self._json("POST", "/v1/batch/exists", {"namespace": self._ns(namespace), **self._refs(ts)})
-        return list(res["exists"])
+        out = list(res["exists"])
+        missing = [i for i, e in enumerate(out) if not e]
+        if missing and self._clustered():
+            # The node's batch answer covers the blocks it holds itself; a
+            # single read or HEAD also finds those other nodes hold, so
+            # ask the cluster's index about the rest (a HEAD each where
+            # the index is not ours to read).
+            rest = [ts[i] for i in missing]
+            try:
+                held = [bool(h) for h in self.holders([n for n, _ in rest], namespace=namespace)] \
+                    if rest[0][1] is None else [bool(h) for h in self.holders(keys=[k for _, k in rest])]
+            except YuebingError:
+                held = [self.exists(n, key=k, namespace=namespace) for n, k in rest]
+            for i, h in zip(missing, held):
+                out[i] = h
+        return out
+
+    def _clustered(self) -> bool:
+        """Whether the node is a member of a cluster, asked once."""
+        if self._cluster is None:
+            try:
+                self._json("GET", "/v1/cluster")
+                self._cluster = True
+            except NotFound:
+                self._cluster = False
+            except YuebingError:
+                # Not ours to read (auth): a member or not, HEADs answer.
+                self._cluster = True
+        return self._cluster
 
     def delete_many(self, names=None, *, keys=None, namespace: str | None = None) -> list[bool]:
         ts = self._names(names, keys)
@@ -292,8 +352,10 @@ class Client:
         return [r["deleted"] for r in res["results"]]
 
     def put_many(self, names=None, values=(), *, keys=None, namespace: str | None = None,
-                 replicas: int | None = None) -> list[Item]:
-        """Stores each value as its own put; one Item per value, in order."""
+                 replicas: int | None = None, retention: str | None = None) -> list[Item]:
+        """Stores each value as its own put; one Item per value, in order.
+        ``retention`` as for put."""
+        _check_retention(retention)
         ts = self._names(names, keys)
         vals = [_mv(v) for v in values]
         if len(vals) != len(ts):
@@ -301,7 +363,7 @@ class Client:
         if not ts:
             return []
         ns = self._ns(namespace)
-        st = self._usable_shm()
+        st = None if retention else self._usable_shm()
         if st is not None and all(0 < len(v) for v in vals):
             try:
                 out: list[Item] = []
@@ -311,22 +373,24 @@ class Client:
             except ConnectionFailed:
                 self._drop_shm()  # puts are idempotent: the socket path redoes them all
         if ts[0][1] is not None:
-            return self._frames_put(ns, ts, vals, replicas)
+            return self._frames_put(ns, ts, vals, replicas, retention)
         out = []
         for (n, _), v in zip(ts, vals):
             try:
-                out.append(self.put(n, v, namespace=ns, replicas=replicas))
+                out.append(self.put(n, v, namespace=ns, replicas=replicas, retention=retention))
             except YuebingError as e:
                 out.append(Item(_keys.opaque_key(ns, n) if isinstance(n, str) else b"", "error", error=e))
         return out
 
-    def _frames_put(self, ns, ts, vals, replicas) -> list[Item]:
+    def _frames_put(self, ns, ts, vals, replicas, retention=None) -> list[Item]:
         parts: list = [b"YBF1"]
         for (n, k), v in zip(ts, vals):
             parts += [_FRAME.pack(k, 0, 0, len(v)), v]
         h = {"X-Yuebing-Namespace": ns, "Content-Type": "application/x-yuebing-frames"}
         if replicas:
             h["X-Yuebing-Replicas"] = str(replicas)
+        if retention:
+            h["X-Yuebing-Retention"] = retention
         total = sum(len(memoryview(p)) for p in parts)
         body = bytearray(total)
         pos = 0

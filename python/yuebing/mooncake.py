@@ -75,13 +75,37 @@ DEFAULT_SOFT_PIN_TTL_MS = 30 * 60 * 1000
 HARD_PIN_TTL_S = 24 * 3600
 
 
+_U64 = (1 << 64) - 1
+
+
+def _unsigned(name: str, v, top: int = _U64) -> int:
+    """pybind's conversion of a Python value to an unsigned C++ field: an
+    int (bool included, as pybind takes it) in range, else TypeError."""
+    if not isinstance(v, int) or v < 0 or v > top:
+        raise TypeError(f"{name}: incompatible value {v!r} (want an integer in [0, {top}])")
+    return int(v)
+
+
+def _boolean(name: str, v) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(f"{name}: incompatible value {v!r} (want True or False)")
+    return v
+
+
 class ReplicateConfig:
     """Mooncake's ReplicateConfig. ``replica_num`` above 1 asks a yuebing
     cluster for that many copies (a node alone refuses it with
     INVALID_PARAMS); a soft pin is a yuebing context-cache pin of the
     object for ``soft_pin_ttl_ms``; ``preferred_segment(s)`` and
     ``prefer_alloc_in_same_node`` are accepted and ignored (the cluster
-    places copies itself)."""
+    places copies itself). Fields are checked on assignment as Mooncake's
+    bindings check them: a value its C++ field cannot hold (a negative or
+    over-64-bit TTL, a float count, a non-bool flag) raises TypeError.
+    ``with_hard_pin`` puts the object in the node's ``pinned`` retention
+    class and a soft pin in ``high`` (X-Yuebing-Retention)."""
+
+    _FIELDS = ("replica_num", "with_soft_pin", "with_hard_pin", "soft_pin_action", "soft_pin_ttl_ms",
+               "preferred_segment", "preferred_segments", "prefer_alloc_in_same_node")
 
     def __init__(self):
         self.replica_num = 1
@@ -92,6 +116,38 @@ class ReplicateConfig:
         self.preferred_segment = ""
         self.preferred_segments: list[str] = []
         self.prefer_alloc_in_same_node = False
+
+    def __setattr__(self, name, v):
+        if name == "replica_num":
+            v = _unsigned(name, v)
+        elif name in ("with_soft_pin", "with_hard_pin", "prefer_alloc_in_same_node"):
+            v = _boolean(name, v)
+        elif name == "soft_pin_ttl_ms":
+            v = None if v is None else _unsigned(name, v)
+        elif name == "soft_pin_action":
+            try:
+                v = SoftPinAction(v)
+            except ValueError:
+                raise TypeError(f"soft_pin_action: incompatible value {v!r}") from None
+        elif name == "preferred_segment":
+            if not isinstance(v, str):
+                raise TypeError(f"preferred_segment: incompatible value {v!r} (want a str)")
+        elif name == "preferred_segments":
+            if isinstance(v, str) or not all(isinstance(x, str) for x in v):
+                raise TypeError(f"preferred_segments: incompatible value {v!r} (want a list of str)")
+            v = list(v)
+        elif name not in self._FIELDS:
+            # pybind classes without a __dict__ refuse new attributes.
+            raise AttributeError(f"'ReplicateConfig' object has no attribute {name!r}")
+        object.__setattr__(self, name, v)
+
+    def retention(self) -> str | None:
+        """The node's retention class this config asks for, if any."""
+        if self.with_hard_pin:
+            return "pinned"
+        if self.with_soft_pin or self.soft_pin_action == SoftPinAction.ENABLE:
+            return "high"
+        return None
 
     def __str__(self):
         return (f"ReplicateConfig(replica_num={self.replica_num}, with_soft_pin={self.with_soft_pin}, "
@@ -380,6 +436,13 @@ class MooncakeDistributedStore:
                 pass
         return 0
 
+    @classmethod
+    def _put_opts(cls, config: ReplicateConfig | None) -> dict:
+        """The native client's put options for config: its replica count
+        and its retention class."""
+        r = config.retention() if isinstance(config, ReplicateConfig) else None
+        return {"replicas": cls._replicas(config), "retention": r}
+
     @staticmethod
     def _replicas(config: ReplicateConfig | None) -> int | None:
         if config is None or config.replica_num in (None, 0, 1):
@@ -398,7 +461,7 @@ class MooncakeDistributedStore:
         try:
             if len(memoryview(value)) == 0:
                 return ErrorCode.INVALID_PARAMS
-            self._client().put(key, value, replicas=self._replicas(config))
+            self._client().put(key, value, **self._put_opts(config))
             return self._pin([key], config)
         except (YuebingError, ValueError, TypeError) as e:
             return _code(e)
@@ -422,7 +485,7 @@ class MooncakeDistributedStore:
         try:
             c = self._client()
             c.delete(key)
-            c.put(key, value, replicas=self._replicas(config))
+            c.put(key, value, **self._put_opts(config))
             return self._pin([key], config)
         except (YuebingError, ValueError, TypeError) as e:
             return _code(e)
@@ -436,7 +499,7 @@ class MooncakeDistributedStore:
         if not keys:
             return 0
         try:
-            items = self._client().put_many(keys, values, replicas=self._replicas(config))
+            items = self._client().put_many(keys, values, **self._put_opts(config))
         except (YuebingError, ValueError, TypeError) as e:
             return _code(e)
         for it in items:
@@ -604,7 +667,7 @@ class MooncakeDistributedStore:
         if size == 0 and isinstance(buffer_ptr, int):
             return 0
         try:
-            self._client().put(key, self._view(buffer_ptr, size), replicas=self._replicas(config))
+            self._client().put(key, self._view(buffer_ptr, size), **self._put_opts(config))
             return self._pin([key], config)
         except (YuebingError, ValueError, TypeError) as e:
             return _code(e)
@@ -668,7 +731,7 @@ class MooncakeDistributedStore:
                 out[i] = _code(e)
         if pending:
             try:
-                items = self._client().put_many([keys[i] for i in pending], views, replicas=self._replicas(config))
+                items = self._client().put_many([keys[i] for i in pending], views, **self._put_opts(config))
                 for i, it in zip(pending, items):
                     out[i] = _code(it.error) if it.error is not None else 0
                 pinned = [keys[i] for i in pending if out[i] == 0]
@@ -820,3 +883,154 @@ class MooncakeDistributedStore:
             for (i, j, m), r in zip(where, got):
                 results[i][j][m] = r
         return results
+
+    # -- health and replicas ------------------------------------------------
+
+    def health_check(self) -> int:
+        """0 when the node answers /healthz, else a negative code
+        (RPC_FAIL; INVALID_PARAMS before setup)."""
+        if self._c is None:
+            return ErrorCode.INVALID_PARAMS
+        try:
+            return 0 if self._c.healthy() else ErrorCode.RPC_FAIL
+        except YuebingError as e:
+            return _code(e)
+
+    def get_replica_desc(self, key: str) -> list[ReplicaDesc]:
+        """The copies of key: one ReplicaDesc per node holding it in a
+        cluster, the node's own copy otherwise; [] for a missing key or a
+        failed lookup."""
+        return self.batch_get_replica_desc([key]).get(key, [])
+
+    def batch_get_replica_desc(self, keys) -> dict[str, list[ReplicaDesc]]:
+        keys = list(keys)
+        out: dict[str, list[ReplicaDesc]] = {k: [] for k in keys}
+        good = [k for k in keys if _key_ok(k)]
+        if not good:
+            return out
+        c = self._client()
+        try:
+            holders = c.holders(good)
+        except YuebingError:
+            holders = None  # no cluster (or no admin right): this node's own copy
+        for i, k in enumerate(good):
+            if holders is not None and holders[i]:
+                out[k] = [ReplicaDesc(h.get("name", ""), h.get("tiers") or []) for h in holders[i]]
+                continue
+            try:
+                tier = c.tier(k)
+            except YuebingError:
+                continue
+            out[k] = [ReplicaDesc("", [tier] if tier else [])]
+        return out
+
+    # -- tensors ------------------------------------------------------------
+
+    def put_tensor(self, key: str, tensor, config: ReplicateConfig | None = None) -> int:
+        """Stores a CPU tensor (up to 4 dimensions) with its dtype and
+        shape; 0 or a negative code."""
+        try:
+            data = _tensors().encode(tensor)
+        except (TypeError, ValueError):
+            return ErrorCode.INVALID_PARAMS
+        return self.put(key, data, config)
+
+    def batch_put_tensor(self, keys, tensors, config: ReplicateConfig | None = None) -> list[int]:
+        keys, tensors = list(keys), list(tensors)
+        if len(keys) != len(tensors):
+            return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        return [int(self.put_tensor(k, t, config)) for k, t in zip(keys, tensors)]
+
+    def get_tensor(self, key: str):
+        """The tensor put_tensor stored, or None (missing key, failed read,
+        bytes that are no tensor)."""
+        data = self.get(key)
+        if not data:
+            return None
+        return _tensors().decode(data)
+
+    def batch_get_tensor(self, keys) -> list:
+        return [None if not v else _tensors().decode(v) for v in self.get_batch(keys)]
+
+    def get_tensor_into(self, key: str, buffer_ptr: int, size: int):
+        """Reads the tensor's bytes into the registered buffer and returns
+        a tensor viewing them, or None."""
+        n = self.get_into(key, buffer_ptr, size)
+        if n <= 0:
+            return None
+        return _tensors().decode(self._view(buffer_ptr, n), copy=False)
+
+    def batch_get_tensor_into(self, keys, buffer_ptrs, sizes) -> list:
+        got = self.batch_get_into(keys, buffer_ptrs, sizes)
+        return [_tensors().decode(self._view(p, n), copy=False) if n > 0 else None
+                for p, n in zip(buffer_ptrs, got)]
+
+
+class ReplicaDesc:
+    """One copy of an object, as Mooncake's replica descriptor describes it:
+    ``is_memory_replica()`` for a copy in a node's DRAM (or HBM),
+    ``is_disk_replica()`` for one on SSD or object storage; ``node`` is the
+    holding node's name ("" for the node the store talks to) and ``tiers``
+    where it holds it. ``status`` is always "COMPLETE": yuebing lists
+    only committed blocks."""
+
+    _MEMORY = ("hbm", "dram", "memory")
+
+    def __init__(self, node: str, tiers):
+        self.node = node
+        self.tiers = list(tiers)
+        self.status = "COMPLETE"
+
+    def is_memory_replica(self) -> bool:
+        return any(t in self._MEMORY for t in self.tiers)
+
+    def is_disk_replica(self) -> bool:
+        return bool(self.tiers) and not self.is_memory_replica()
+
+    def __repr__(self):
+        return f"ReplicaDesc(node={self.node!r}, tiers={self.tiers})"
+
+
+def _tensors():
+    """The tensor codec; torch is imported only by the calls that need it."""
+    from . import _tensor
+    return _tensor
+
+
+def load_config(extra: dict | None = None) -> dict:
+    """The Mooncake client configuration the engines' connectors read, as
+    a dict for ``setup``: ``extra`` (SGLang's extra_config) when it names
+    ``master_server_address``; else the JSON file named by
+    ``MOONCAKE_CONFIG_PATH`` (vLLM, LMCache) or
+    ``SGLANG_HICACHE_MOONCAKE_CONFIG_PATH`` (SGLang); else the
+    environment (``MOONCAKE_MASTER``, ``MOONCAKE_LOCAL_HOSTNAME`` or
+    ``LOCAL_HOSTNAME``, ``MOONCAKE_TE_META_DATA_SERVER``,
+    ``MOONCAKE_GLOBAL_SEGMENT_SIZE``, ``MOONCAKE_LOCAL_BUFFER_SIZE``,
+    ``MOONCAKE_PROTOCOL``, ``MOONCAKE_DEVICE``, ``MOONCAKE_TENANT_ID``).
+    Raises ValueError when none names the node."""
+    if extra and extra.get("master_server_address"):
+        return dict(extra)
+    for var in ("MOONCAKE_CONFIG_PATH", "SGLANG_HICACHE_MOONCAKE_CONFIG_PATH"):
+        path = os.environ.get(var)
+        if path:
+            try:
+                with open(path) as f:
+                    cfg = json.load(f)
+            except (OSError, ValueError) as e:
+                raise ValueError(f"{var}={path}: {e}") from e
+            if not isinstance(cfg, dict) or not cfg.get("master_server_address"):
+                raise ValueError(f"{var}={path}: no master_server_address")
+            return cfg
+    env = os.environ
+    if not env.get("MOONCAKE_MASTER"):
+        raise ValueError("no Mooncake config: set MOONCAKE_CONFIG_PATH or MOONCAKE_MASTER to the yuebing node's address")
+    cfg = {"master_server_address": env["MOONCAKE_MASTER"],
+           "local_hostname": env.get("MOONCAKE_LOCAL_HOSTNAME") or env.get("LOCAL_HOSTNAME") or "localhost",
+           "metadata_server": env.get("MOONCAKE_TE_META_DATA_SERVER", "P2PHANDSHAKE"),
+           "global_segment_size": env.get("MOONCAKE_GLOBAL_SEGMENT_SIZE", 4 << 30),
+           "local_buffer_size": env.get("MOONCAKE_LOCAL_BUFFER_SIZE", 16 << 20),
+           "protocol": env.get("MOONCAKE_PROTOCOL", "tcp"),
+           "device_name": env.get("MOONCAKE_DEVICE", "")}
+    if env.get("MOONCAKE_TENANT_ID"):
+        cfg["tenant_id"] = env["MOONCAKE_TENANT_ID"]
+    return cfg
