@@ -15,11 +15,15 @@ import (
 const debianPython = "/usr/bin/python3"
 
 // TestPython runs the Python package's suite (python/tests) against a real
-// `yuebing serve`, once over shared memory and once over the socket.
+// `yuebing serve`, once over shared memory and once over the socket. The
+// tiny model's 200 prompts run over shared memory; the socket run serves
+// 40 of them, which is what differs there (the data path), at a fifth of
+// the time.
 func TestPython(t *testing.T) {
 	if _, err := os.Stat(debianPython); err != nil {
 		t.Skipf("%s is absent: the Python client's tests need it (apt-get install python3)", debianPython)
 	}
+	logTorch(t)
 	n := serve(t, t.TempDir(), "--dram-capacity", "256MiB", "--ssd-capacity", "512MiB")
 	// A second node with bearer tokens, for the tests of authentication
 	// and tenants.
@@ -39,13 +43,13 @@ func TestPython(t *testing.T) {
 	if testing.Short() {
 		keys = "20"
 	}
-	for _, mode := range []struct{ name, shm string }{{"shm", "1"}, {"socket", "0"}} {
+	for _, mode := range []struct{ name, shm, prompts string }{{"shm", "1", "200"}, {"socket", "0", "40"}} {
 		t.Run(mode.name, func(t *testing.T) {
 			start := time.Now()
 			cmd := exec.CommandContext(t.Context(), debianPython, "-m", "unittest", "discover", "-v", "-s", dir, "-t", dir)
 			cmd.Dir = dir
-			cmd.Env = append(envWithout("YUEBING_"), "YUEBING_URL="+n.url, "YUEBING_SHM="+mode.shm,
-				"YUEBING_STRESS_KEYS="+keys, "PYTHONDONTWRITEBYTECODE=1",
+			cmd.Env = append(pythonEnv(), "YUEBING_URL="+n.url, "YUEBING_SHM="+mode.shm,
+				"YUEBING_STRESS_KEYS="+keys, "YUEBING_TINY_PROMPTS="+mode.prompts, "YUEBING_BIN="+binary,
 				"YUEBING_AUTH_URL="+an.url, "YUEBING_TEST_TOKEN_ALPHA="+alpha, "YUEBING_TEST_TOKEN_BETA="+beta)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
@@ -59,6 +63,67 @@ func TestPython(t *testing.T) {
 			t.Logf("python suite over %s: %s", mode.name, time.Since(start).Round(time.Millisecond))
 		})
 	}
+}
+
+// pythonEnv is the environment the Python suites run in: no YUEBING_
+// variable of the caller's, no bytecode written into the tree, and one
+// OpenMP thread for torch (on a CPU shared with other jobs, its spinning
+// threads made the tiny model's prefill 13x slower than one thread).
+func pythonEnv() []string {
+	return append(envWithout("YUEBING_"), "PYTHONDONTWRITEBYTECODE=1", "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1")
+}
+
+// logTorch says, in the test's log, when torch is not importable: the
+// tiny model's suites then skip (apt-get install python3-torch).
+func logTorch(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command(debianPython, "-c", "import torch").CombinedOutput(); err != nil {
+		t.Logf("torch is not importable, so the tiny model's tests skip (apt-get install python3-torch python3-numpy): %s",
+			strings.TrimSpace(lastLine(string(out))))
+	}
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// TestPythonCluster runs the tiny model's suite over a two-node cluster
+// with an embedded etcd: KV blocks are saved through node a and loaded
+// through node b (YUEBING_PEER_URL), whose reads fetch them from a.
+func TestPythonCluster(t *testing.T) {
+	if _, err := os.Stat(debianPython); err != nil {
+		t.Skipf("%s is absent: the Python client's tests need it (apt-get install python3)", debianPython)
+	}
+	if out, err := exec.Command(debianPython, "-c", "import torch").CombinedOutput(); err != nil {
+		t.Skipf("torch is not importable: the tiny model needs it (apt-get install python3-torch python3-numpy): %s",
+			lastLine(string(out)))
+	}
+	root := t.TempDir()
+	sizes := []string{"--dram-capacity", "256MiB", "--ssd-capacity", "512MiB"}
+	a := serveCluster(t, "a", filepath.Join(root, "a"), append([]string{"--etcd-embedded", "--etcd-embedded-listen", "127.0.0.1:0"}, sizes...)...)
+	b := serveCluster(t, "b", filepath.Join(root, "b"), append([]string{"--etcd", a.banner["etcd"]}, sizes...)...)
+	waitCluster(t, a, b)
+	dir, err := filepath.Abs("../../python/tests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	touchPython(t, filepath.Dir(dir))
+	start := time.Now()
+	cmd := exec.CommandContext(t.Context(), debianPython, "-m", "unittest", "-v", "test_tiny_model")
+	cmd.Dir = dir
+	cmd.Env = append(pythonEnv(), "YUEBING_URL="+a.url, "YUEBING_PEER_URL="+b.url, "YUEBING_TINY_PROMPTS=200")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("tiny model over the cluster: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "skipped") || !strings.Contains(string(out), "\nOK") {
+		t.Fatalf("tiny model over the cluster did not run:\n%s", out)
+	}
+	t.Logf("tiny model over a two-node cluster: %s", time.Since(start).Round(time.Millisecond))
 }
 
 // TestPythonInstall runs the install docs/python.md documents, `pip install
@@ -139,6 +204,23 @@ func TestPythonInstall(t *testing.T) {
 			if tc.args != nil {
 				return
 			}
+			// The mooncake drop-in comes only when named: yuebing alone
+			// installs no `mooncake`, and uninstalling the drop-in removes it.
+			noMooncake := func(when string) {
+				t.Helper()
+				cmd := exec.Command(python, "-c", "import mooncake")
+				cmd.Dir, cmd.Env = tmp, env
+				if out, err := cmd.CombinedOutput(); err == nil {
+					t.Fatalf("%s, `import mooncake` works:\n%s", when, out)
+				}
+			}
+			noMooncake("with yuebing alone installed")
+			sh(t, root, pip, "install", "./python/mooncake-compat")
+			if got := strings.TrimSpace(sh(t, tmp, python, "-c", "import mooncake, mooncake.store as s; print(mooncake.YUEBING, s.MooncakeDistributedStore.__module__)")); got != "True yuebing.mooncake" {
+				t.Fatalf("the drop-in's mooncake.store: %q", got)
+			}
+			sh(t, root, pip, "uninstall", "-y", "yuebing-mooncake-compat")
+			noMooncake("after pip uninstall yuebing-mooncake-compat")
 			sh(t, root, pip, "install", "-e", "./python")
 			got = real(strings.TrimSpace(sh(t, tmp, python, "-c", probe)))
 			if want := real(filepath.Join(root, "python", "yuebing", "__init__.py")); got != want {
