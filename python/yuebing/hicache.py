@@ -77,7 +77,7 @@ except ImportError:  # the same interface, for use and tests without SGLang
         def get_stats(self):
             return None
 
-from .mooncake import MooncakeDistributedStore, load_config
+from .mooncake import ErrorCode, MooncakeDistributedStore, load_config
 
 
 class Stats:
@@ -234,6 +234,13 @@ class YuebingHiCacheStorage(HiCacheStorage):
             else:
                 ptr, size = int(loc), int(target_sizes[i])
             n = self.store.get_into(name, ptr, size)
+            if n == ErrorCode.INVALID_PARAMS and isinstance(loc, torch.Tensor) and loc.is_contiguous():
+                # A tensor outside registered memory: read through a copy,
+                # which must fit it.
+                h = self.store.get_buffer(name)
+                if h is not None and 0 < len(h) <= size:
+                    loc.view(-1).view(torch.uint8)[:len(h)] = torch.frombuffer(h, dtype=torch.uint8)
+                    n = len(h)
             out.append(loc if n > 0 else None)
         return out
 
