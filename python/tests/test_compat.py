@@ -167,6 +167,21 @@ class CompatTest(unittest.TestCase):
         self.ptr = ctypes.addressof(self.buf)
         self.assertEqual(self.s.register_buffer(self.ptr, 1 << 20), 0)
 
+    def test_setup_keywords(self):
+        # The binding's keyword names, as a connector that passes them by
+        # name calls it, and the keywords newer releases added.
+        s = MooncakeDistributedStore()
+        with _env(YUEBING_NAMESPACE=self.ns):
+            rc = s.setup(local_hostname="engine-1", metadata_server="P2PHANDSHAKE", global_segment_size=1 << 30,
+                         local_buffer_size=16 << 20, protocol="rdma", rdma_devices="mlx5_0",
+                         master_server_addr=URL.split("://", 1)[-1], enable_client_http_server=True,
+                         client_http_port=9003, enable_ssd_offload=True, ssd_offload_path="/tmp/x")
+        self.assertEqual(rc, 0)
+        self.addCleanup(s.close)
+        self.assertEqual(s.get_hostname(), "engine-1")
+        self.assertEqual(s.put("kw", b"v"), 0)
+        self.assertEqual(self.s.get("kw"), b"v")
+
     def test_health_and_replicas(self):
         self.assertEqual(self.s.health_check(), 0)
         self.assertEqual(MooncakeDistributedStore().health_check(), INVALID)  # before setup
