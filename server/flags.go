@@ -137,6 +137,7 @@ func BindConductorFlags(f *pflag.FlagSet, o *ConductorOptions) {
 	f.StringVar(&r.Model, "model", "", "model name the router serves (with --engine)")
 	f.StringVar(&r.Namespace, "namespace", "", "key namespace tenant/model of the engines' prompts (with --engine)")
 	f.StringVar(&r.Encoding, "encoding", rd.Encoding, "tokenizer of text prompts: cl100k_base, o200k_base, p50k_base or r50k_base")
+	f.StringVar(&r.Tokenize, "tokenize", rd.Tokenize, "where text prompts' and chats' token ids come from: auto (local when the engines' /tokenize agrees with it, else theirs), local or engine")
 	f.StringSliceVar(&r.Pool, "pool", nil, "yuebing node HTTP bases whose cluster index the router queries, repeatable")
 	f.StringVar(&r.PoolToken, "pool-token", "", "admin token for the pool nodes' API")
 	f.StringVar(&r.EngineAPIKey, "engine-api-key", "", "bearer token the engines were started with (vLLM's --api-key); without it the client's Authorization is passed on")
