@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/yuebing/yuebing/demo"
+	"github.com/yuebing/yuebing/bench/demo"
 )
 
 func newDemoCmd() *cobra.Command {

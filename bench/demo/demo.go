@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/yuebing/yuebing/adapter"
+	"github.com/yuebing/yuebing/bench"
 	"github.com/yuebing/yuebing/client"
 	"github.com/yuebing/yuebing/enginesim"
 	"github.com/yuebing/yuebing/kvevents"
@@ -268,10 +268,10 @@ func (s *system) waitEvents(ctx context.Context) error {
 	deadline := time.Now().Add(wait)
 	seen := make([]bool, len(s.engines))
 	for round := 0; ; round++ {
-		stored, err := s.storedEvents(ctx)
+		series, err := bench.RouterSeries(ctx, s.hc, s.base)
 		left := 0
 		for i, e := range s.engines {
-			if seen[i] = seen[i] || stored[e.id] > 0; seen[i] {
+			if seen[i] = seen[i] || series[bench.StoredEventsSeries(e.id)] > 0; seen[i] {
 				continue
 			}
 			left++
@@ -298,34 +298,6 @@ func (s *system) waitEvents(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-}
-
-// storedEvents reads the router's stored-event counts by engine from the
-// node's /metrics.
-func (s *system) storedEvents(ctx context.Context) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := s.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), `yuebing_router_events_total{engine="`)
-		if !ok {
-			continue
-		}
-		id, rest, _ := strings.Cut(rest, `"`)
-		if v, ok := strings.CutPrefix(rest, `,kind="stored"} `); ok {
-			out[id], _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
-		}
-	}
-	return out, sc.Err()
 }
 
 // post sends a JSON body; see do.
