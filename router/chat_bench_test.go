@@ -15,6 +15,7 @@ import (
 
 	"github.com/yuebing/yuebing/adapter"
 	"github.com/yuebing/yuebing/enginesim"
+	"github.com/yuebing/yuebing/scheduler"
 )
 
 // BenchmarkRouterChat4k measures the latency the router adds to a chat of
@@ -39,6 +40,8 @@ func BenchmarkRouterChat4k(b *testing.B) {
 	eng := httptest.NewServer(e.Handler())
 	defer eng.Close()
 	r, err := New(Options{Model: testModel, Namespace: testNS, BlockSize: testBS, Tokenize: TokenizeLocal, ProbeInterval: time.Hour,
+		// The engine's time is scaled down: nothing it is sent is too much.
+		Scheduler: scheduler.Options{Rejection: scheduler.RejectNone},
 		Engines: []Engine{{ID: "e0", URL: eng.URL}}, Logger: quietLogger()})
 	if err != nil {
 		b.Fatal(err)
