@@ -244,7 +244,7 @@ func (l *leader) setReplicas(ctx context.Context, key block.Key, count int) erro
 		if !ok {
 			continue
 		}
-		if err := l.n.postJSON(ctx, m.Addrs.HTTP, "/internal/v1/desired", replicasRequest{Key: key, Count: count, Term: l.term}, nil); err != nil {
+		if err := l.n.call(ctx, l.n.client, m, "/internal/v1/desired", replicasRequest{Key: key, Count: count, Term: l.term}, nil); err != nil {
 			l.n.log.Warn("cluster: telling a holder a replica count", "holder", m.Name, "err", err)
 		}
 	}
@@ -283,7 +283,7 @@ func (e executor) Copy(ctx context.Context, key block.Key, from, to uint32) erro
 			desired = uint8(min(b.Desired, 255))
 		}
 	})
-	return e.l.n.postJSON(ctx, m.Addrs.HTTP, "/internal/v1/fetch", fetchRequest{Key: key, From: from, Term: e.l.term, Desired: desired}, nil)
+	return e.l.n.call(ctx, e.l.n.client, m, "/internal/v1/fetch", fetchRequest{Key: key, From: from, Term: e.l.term, Desired: desired}, nil)
 }
 
 func (e executor) Drop(ctx context.Context, key block.Key, node uint32) error {
@@ -303,5 +303,5 @@ func (e executor) Drop(ctx context.Context, key block.Key, node uint32) error {
 	if !ok {
 		return fmt.Errorf("%w: node %d", ErrNotMember, node)
 	}
-	return e.l.n.postJSON(ctx, m.Addrs.HTTP, "/internal/v1/drop", dropRequest{Key: key, Term: e.l.term}, nil)
+	return e.l.n.call(ctx, e.l.n.client, m, "/internal/v1/drop", dropRequest{Key: key, Term: e.l.term}, nil)
 }

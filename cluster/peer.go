@@ -51,46 +51,20 @@ func (n *Node) sendRaw(ctx context.Context, c *http.Client, m Member, path strin
 	return resp, nil
 }
 
-// call is send with a JSON answer decoded into out.
+// call is send with a JSON answer decoded into out, or discarded when out
+// is nil.
 func (n *Node) call(ctx context.Context, c *http.Client, m Member, path string, in, out any) error {
 	resp, err := n.send(ctx, c, m, path, in)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
-		return fmt.Errorf("%w: %s: %s: decoding the answer: %v", ErrUnreachable, m.Name, path, err)
-	}
-	return nil
-}
-
-// post sends body to a node's internal API and decodes a JSON answer into
-// out (if not nil). Error answers come back as the sentinel of their code;
-// a node that cannot be reached is ErrUnreachable. The errors never carry
-// the address: they may end up in a public answer.
-func (n *Node) post(ctx context.Context, addr, path string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("%w: a bad address", ErrUnreachable)
-	}
-	n.sign(req, body)
-	resp, err := n.client.Do(req)
-	if err != nil {
-		if cerr := ctx.Err(); cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {
-			return cerr
-		}
-		return fmt.Errorf("%w: %s", ErrUnreachable, path)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return answerError(resp, "a peer")
-	}
 	if out == nil {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, maxJSON))
 		return nil
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
-		return fmt.Errorf("%w: %s: decoding the answer: %v", ErrBadRequest, path, err)
+		return fmt.Errorf("%w: %s: %s: decoding the answer: %v", ErrUnreachable, m.Name, path, err)
 	}
 	return nil
 }
@@ -104,14 +78,6 @@ func answerError(resp *http.Response, from string) error {
 		return fmt.Errorf("%w (from %s: %s)", sentinel, from, b.Error.Message)
 	}
 	return fmt.Errorf("%w: %s answered %s", ErrUnreachable, from, resp.Status)
-}
-
-func (n *Node) postJSON(ctx context.Context, addr, path string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return n.post(ctx, addr, path, body, out)
 }
 
 // broadcast posts in to path on every other member at once with the fast

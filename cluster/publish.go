@@ -79,7 +79,7 @@ func (n *Node) publish(ctx context.Context, keys []block.Key) error {
 		if l := n.lead.Load(); l != nil && l.term == li.Term {
 			err = l.apply(&rep) // this node leads: no round trip
 		} else {
-			err = n.postReport(ctx, m, &rep)
+			err = n.postReport(ctx, n.fast, m, appendReport(nil, &rep))
 		}
 		if err != nil {
 			if errors.Is(err, ErrResync) || errors.Is(err, ErrNotLeader) {
@@ -91,10 +91,9 @@ func (n *Node) publish(ctx context.Context, keys []block.Key) error {
 	return nil
 }
 
-// postReport sends a report with the fast client.
-func (n *Node) postReport(ctx context.Context, leader Member, rep *report) error {
-	body := appendReport(nil, rep)
-	resp, err := n.sendRaw(ctx, n.fast, leader, "/internal/v1/report", body)
+// postReport sends an encoded report to the leader with client c.
+func (n *Node) postReport(ctx context.Context, c *http.Client, leader Member, body []byte) error {
+	resp, err := n.sendRaw(ctx, c, leader, "/internal/v1/report", body)
 	if err != nil {
 		return err
 	}

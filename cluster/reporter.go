@@ -278,7 +278,7 @@ func (r *reporter) send(li LeaderInfo, rep *report) error {
 	body := appendReport(nil, rep)
 	ctx, cancel := context.WithTimeout(r.n.ctx, r.n.opts.RequestTimeout)
 	defer cancel()
-	if err := r.n.post(ctx, li.HTTP, "/internal/v1/report", body, nil); err != nil {
+	if err := r.n.postReport(ctx, r.n.client, Member{Name: li.Name, Addrs: Addrs{HTTP: li.HTTP}}, body); err != nil {
 		return err
 	}
 	r.lastSent = time.Now()
