@@ -11,13 +11,11 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/yuebing/yuebing/client"
@@ -35,13 +33,12 @@ const (
 )
 
 // Node is one `yuebing serve` child process, restarted on the same data
-// directory and addresses after each kill.
+// directory and addresses after each kill: a Proc whose banner ends at the
+// "auth" line, ready once its HTTP API answers.
 type Node struct {
-	Name, Dir string
-	Bin       string
-	Args      []string // flags, with the listen addresses fixed after the first start
-	Env       []string
-	Hc        *http.Client
+	Proc
+	Dir string
+	Hc  *http.Client
 
 	State atomic.Int32
 	// Life counts the node's starts: a value read back in a later life
@@ -50,14 +47,11 @@ type Node struct {
 	// UpSince is when the node last came up (unix nanos).
 	UpSince atomic.Int64
 
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	done     chan struct{}
+	// Guarded by Proc's mu.
 	httpAddr string
 	respAddr string
 	Etcd     string
 	client   *client.Client
-	Log      *os.File
 
 	// Sampled by the RSS sampler.
 	MaxRSS, MaxIndex atomic.Int64
@@ -87,82 +81,28 @@ func (n *Node) RESPAddr() string {
 	return n.respAddr
 }
 
-func (n *Node) Pid() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.cmd.Process == nil {
-		return 0
-	}
-	select {
-	case <-n.done:
-		return 0
-	default:
-		return n.cmd.Process.Pid
-	}
-}
-
-// banner reads the start-up banner from r up to its "auth" line (printed
-// once every listener is up) into a map of first field to second.
-func readBanner(r io.Reader, lines chan<- map[string]string) {
-	sc := bufio.NewScanner(r)
-	m := map[string]string{}
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 {
-			m[f[0]] = f[1]
-		}
-		if len(f) > 0 && f[0] == "auth" {
-			lines <- m
-			break
-		}
-	}
-	io.Copy(io.Discard, r)
-}
-
-// StartOnce runs the binary and waits for its banner and readiness.
+// StartOnce runs the binary, waits for its banner and then for its
+// readiness.
 func (n *Node) StartOnce(ctx context.Context) error {
-	cmd := exec.Command(n.Bin, n.Args...)
-	cmd.Env = n.Env
-	// Its own process group, killed whole; and killed with the soak, so
-	// an interrupted soak leaves no node behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
+	if n.Parse == nil {
+		n.Parse = serveBanner
+	}
+	if n.BannerWait == 0 {
+		n.BannerWait = 90 * time.Second
+	}
+	banner, err := n.startOnce(ctx)
 	if err != nil {
 		return err
 	}
-	logStart, _ := n.Log.Seek(0, io.SeekEnd)
-	fmt.Fprintf(n.Log, "--- start %d at %s\n", n.Life.Load()+1, time.Now().UTC().Format(time.RFC3339Nano))
-	cmd.Stderr = n.Log
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("bench: soak: starting %s: %w", n.Name, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	lines := make(chan map[string]string, 1)
-	go readBanner(out, lines)
-	var banner map[string]string
-	select {
-	case banner = <-lines:
-	case <-done:
-		return fmt.Errorf("bench: soak: %s exited at start: %s", n.Name, n.logTail(logStart))
-	case <-time.After(90 * time.Second):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		return fmt.Errorf("bench: soak: no banner from %s within 90s: %s", n.Name, n.logTail(logStart))
-	case <-ctx.Done():
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		return ctx.Err()
-	}
+	logStart := n.logStart
 	httpAddr := strings.TrimPrefix(banner["http"], "http://")
 	c, err := client.New("http://"+httpAddr, client.Options{HTTPClient: n.Hc})
 	if err != nil {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		n.Kill()
 		return err
 	}
 	n.mu.Lock()
-	n.cmd, n.done, n.httpAddr, n.client = cmd, done, httpAddr, c
+	n.httpAddr, n.client = httpAddr, c
 	n.respAddr = strings.TrimPrefix(banner["resp"], "redis://")
 	if e := banner["etcd"]; e != "" {
 		n.Etcd = e
@@ -185,20 +125,27 @@ func (n *Node) StartOnce(ctx context.Context) error {
 		if err := c.Ready(ctx); err == nil {
 			break
 		}
-		select {
-		case <-done:
-			return fmt.Errorf("bench: soak: %s exited before it was ready: %s", n.Name, n.logTail(logStart))
-		default:
+		if n.Exited() {
+			return fmt.Errorf("bench: soak: %s exited before it was ready: %s", n.Name, LogTail(n.Log.Name(), logStart))
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+			n.Kill()
 			return fmt.Errorf("bench: soak: %s not ready within 60s", n.Name)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	n.Life.Add(1)
 	return nil
+}
+
+// serveBanner reads `yuebing serve`'s start-up banner, "name value" lines,
+// up to its "auth" line (printed once every listener is up).
+func serveBanner(line string, m map[string]string) bool {
+	f := strings.Fields(line)
+	if len(f) >= 2 {
+		m[f[0]] = f[1]
+	}
+	return len(f) > 0 && f[0] == "auth"
 }
 
 // Start starts the node, retrying for up to retryFor: a restart right
@@ -213,49 +160,6 @@ func (n *Node) Start(ctx context.Context, retryFor time.Duration) (retries int, 
 		}
 		retries++
 		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-func (n *Node) PinFlag(flag, v string) {
-	for i := 0; i+1 < len(n.Args); i++ {
-		if n.Args[i] == flag {
-			n.Args[i+1] = v
-			return
-		}
-	}
-}
-
-// logTail returns the last lines the node wrote to its log since off.
-func (n *Node) logTail(off int64) string {
-	b, err := os.ReadFile(n.Log.Name())
-	if err != nil || off > int64(len(b)) {
-		return "(no log)"
-	}
-	b = b[off:]
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// Kill sends SIGKILL and waits for the process to be gone.
-func (n *Node) Kill() {
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
-}
-
-// Stop ends the node at the end of the soak (SIGKILL: nothing after the
-// soak depends on its shutdown).
-func (n *Node) Stop() {
-	n.Kill()
-	if n.Log != nil {
-		n.Log.Close()
 	}
 }
 

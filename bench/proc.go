@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -27,6 +28,8 @@ type Proc struct {
 	// Parse reads one banner line into m and says whether it ends the
 	// banner.
 	Parse func(line string, m map[string]string) bool
+	// BannerWait bounds the wait for the banner (default 60s).
+	BannerWait time.Duration
 
 	// life counts the starts.
 	life atomic.Int64
@@ -36,6 +39,8 @@ type Proc struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	banner map[string]string
+	// logStart is the log's length when the last start began.
+	logStart int64
 }
 
 // startOnce runs the binary and waits for its banner.
@@ -49,6 +54,7 @@ func (p *Proc) startOnce(ctx context.Context) (map[string]string, error) {
 	}
 	cmd.Stdout, cmd.Stderr = w, w
 	logStart, _ := p.Log.Seek(0, io.SeekEnd)
+	p.logStart = logStart
 	p.logf("--- start %d at %s\n", p.life.Load()+1, time.Now().UTC().Format(time.RFC3339Nano))
 	err = cmd.Start()
 	w.Close()
@@ -74,8 +80,8 @@ func (p *Proc) startOnce(ctx context.Context) (map[string]string, error) {
 		return m, nil
 	case <-done:
 		return fail("exited at start")
-	case <-time.After(60 * time.Second):
-		return fail("printed no banner within 60s")
+	case <-time.After(cmp.Or(p.BannerWait, 60*time.Second)):
+		return fail("printed no banner within %v", cmp.Or(p.BannerWait, 60*time.Second))
 	case <-ctx.Done():
 		return fail("start cut: %v", ctx.Err())
 	}
@@ -127,6 +133,21 @@ func (p *Proc) PinFlag(flag, v string) {
 			p.Args[i+1] = v
 			return
 		}
+	}
+}
+
+// Pid returns the running process's id, or 0 when none runs.
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-p.done:
+		return 0
+	default:
+		return p.cmd.Process.Pid
 	}
 }
 

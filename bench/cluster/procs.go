@@ -42,7 +42,7 @@ func startProc(ctx context.Context, bin, dir, name string, env []string, o *Opti
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,
 	}}
-	n := &bench.Node{Name: name, Dir: filepath.Join(dir, name), Bin: bin, Env: env, Hc: hc}
+	n := &bench.Node{Proc: bench.Proc{Name: name, Bin: bin, Env: env}, Dir: filepath.Join(dir, name), Hc: hc}
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return nil, err
 	}

@@ -381,7 +381,7 @@ func (s *soak) startNodes(ctx context.Context, dir string) error {
 	}}
 	for i := range count {
 		name := string(rune('a' + i))
-		n := &bench.Node{Name: name, Dir: filepath.Join(dir, name), Bin: o.Binary, Env: env, Hc: hc}
+		n := &bench.Node{Proc: bench.Proc{Name: name, Bin: o.Binary, Env: env}, Dir: filepath.Join(dir, name), Hc: hc}
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			return err
 		}
