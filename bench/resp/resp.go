@@ -32,6 +32,14 @@ import (
 type Options struct {
 	// Sizes are the value sizes measured. Default 4 KiB, 1 MiB, 4 MiB.
 	Sizes []int64
+	// SmallSizes and SmallClients are the small-value cases, SET, GET
+	// and INCR (values this small are kept inline) at each size and each
+	// number of connections, 100,000 requests (10,000 with Quick), rows
+	// named op_size_cN. Default redis-benchmark's 3 bytes and LMCache's
+	// 28-byte metadata, at 8 and 50 connections. NoSmall leaves them out.
+	SmallSizes   []int64
+	SmallClients []int
+	NoSmall      bool
 	// Clients is redis-benchmark's -c. Default 8.
 	Clients int
 	// Pipeline is the -P of an extra run at the smallest size. Default 16;
@@ -72,6 +80,12 @@ func (o *Options) ensureDefaults() {
 	if len(o.Sizes) == 0 {
 		o.Sizes = []int64{4096, 1 << 20, 4 << 20}
 	}
+	if len(o.SmallSizes) == 0 {
+		o.SmallSizes = []int64{3, 28}
+	}
+	if len(o.SmallClients) == 0 {
+		o.SmallClients = []int{8, 50}
+	}
 	if o.Clients == 0 {
 		o.Clients = 8
 	}
@@ -99,6 +113,9 @@ type respCase struct {
 	size     int64
 	pipeline int
 	requests int
+	clients  int
+	tests    []string // redis-benchmark's -t, upper case
+	small    bool     // a small-value case: rows named op_size_cclients
 }
 
 func (o *Options) cases() []respCase {
@@ -109,9 +126,21 @@ func (o *Options) cases() []respCase {
 		if o.Quick {
 			n = max(n/10, 50)
 		}
-		cs = append(cs, respCase{size, 1, n})
+		cs = append(cs, respCase{size: size, pipeline: 1, requests: n, clients: o.Clients, tests: []string{"SET", "GET"}})
 		if size == smallest && o.Pipeline > 1 {
-			cs = append(cs, respCase{size, o.Pipeline, 2 * n})
+			cs = append(cs, respCase{size: size, pipeline: o.Pipeline, requests: 2 * n, clients: o.Clients, tests: []string{"SET", "GET"}})
+		}
+	}
+	if o.NoSmall {
+		return cs
+	}
+	n := 100000
+	if o.Quick {
+		n = 10000
+	}
+	for _, size := range o.SmallSizes {
+		for _, clients := range o.SmallClients {
+			cs = append(cs, respCase{size: size, pipeline: 1, requests: n, clients: clients, tests: []string{"SET", "GET", "INCR"}, small: true})
 		}
 	}
 	return cs
@@ -193,12 +222,12 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 					addr = rs
 				}
 				before := cpu[who]()
-				res, err := runRedisBenchmark(ctx, client, addr, o.Clients, o.Threads, c)
+				res, err := runRedisBenchmark(ctx, client, addr, o.Threads, c)
 				if err != nil {
 					return nil, fmt.Errorf("bench: redis-benchmark against %s, %d-byte values: %w", who, c.size, err)
 				}
-				// Both tests of the run (SET and GET) share the CPU time.
-				cpuPerOp[who] = append(cpuPerOp[who], float64((cpu[who]()-before).Microseconds())/float64(2*c.requests))
+				// The tests of the run (SET and GET, and INCR) share the CPU time.
+				cpuPerOp[who] = append(cpuPerOp[who], float64((cpu[who]()-before).Microseconds())/float64(len(c.tests)*c.requests))
 				for test, rps := range res {
 					runs[who][test] = append(runs[who][test], rps)
 				}
@@ -207,14 +236,24 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 				}
 			}
 		}
-		for _, test := range []string{"SET", "GET"} {
+		for _, test := range c.tests {
 			ours, base := median(runs["yuebing"][test]), median(runs["redis-server"][test])
-			name := fmt.Sprintf("%s_%d", strings.ToLower(test), c.size)
+			op := strings.ToLower(test)
+			name := fmt.Sprintf("%s_%d", op, c.size)
 			if c.pipeline > 1 {
 				name += fmt.Sprintf("_p%d", c.pipeline)
 			}
+			if c.small {
+				name += fmt.Sprintf("_c%d", c.clients)
+			}
+			cpuOurs, cpuBase := median(cpuPerOp["yuebing"]), median(cpuPerOp["redis-server"])
+			cpuRatio := 0.0
+			if cpuBase > 0 {
+				cpuRatio = cpuOurs / cpuBase
+			}
 			rep.Add(bench.Row{
-				"name": name, "value_bytes": c.size, "pipeline": c.pipeline, "clients": o.Clients, "requests": c.requests,
+				"name": name, "op": op, "cpu_ratio": cpuRatio,
+				"value_bytes": c.size, "pipeline": c.pipeline, "clients": c.clients, "requests": c.requests,
 				"ops_per_sec": ours, "mb_per_sec": ours * float64(c.size) / 1e6,
 				"baseline": "redis-server", "baseline_ops_per_sec": base, "ratio": ours / base,
 				"cpu_us_per_op": median(cpuPerOp["yuebing"]), "baseline_cpu_us_per_op": median(cpuPerOp["redis-server"]),
@@ -399,9 +438,9 @@ func startRedisServer(ctx context.Context, bin, dir string, ioThreads int) (addr
 // runRedisBenchmark runs one redis-benchmark and returns requests per
 // second by test name. redis-benchmark exits non-zero on an error reply;
 // anything it prints to stderr is treated as a failure too.
-func runRedisBenchmark(ctx context.Context, bin []string, addr string, clients, threads int, c respCase) (map[string]float64, error) {
+func runRedisBenchmark(ctx context.Context, bin []string, addr string, threads int, c respCase) (map[string]float64, error) {
 	host, port, _ := net.SplitHostPort(addr)
-	args := []string{"-h", host, "-p", port, "-t", "set,get", "-c", strconv.Itoa(clients), "-d", strconv.FormatInt(c.size, 10),
+	args := []string{"-h", host, "-p", port, "-t", strings.ToLower(strings.Join(c.tests, ",")), "-c", strconv.Itoa(c.clients), "-d", strconv.FormatInt(c.size, 10),
 		"-n", strconv.Itoa(c.requests), "--csv"}
 	if c.pipeline > 1 {
 		args = append(args, "-P", strconv.Itoa(c.pipeline))
@@ -422,8 +461,10 @@ func runRedisBenchmark(ctx context.Context, bin []string, addr string, clients, 
 	if err != nil {
 		return nil, err
 	}
-	if res["SET"] <= 0 || res["GET"] <= 0 {
-		return nil, fmt.Errorf("no SET and GET results in %q", out.String())
+	for _, t := range c.tests {
+		if res[t] <= 0 {
+			return nil, fmt.Errorf("no %s result in %q", t, out.String())
+		}
 	}
 	return res, nil
 }
