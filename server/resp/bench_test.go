@@ -6,7 +6,10 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/yuebing/yuebing/tier"
 )
@@ -165,6 +168,101 @@ func BenchmarkInline(b *testing.B) {
 				sinkInt += int64(len(c.out))
 			})
 			st.Close()
+		}
+	}
+}
+
+// BenchmarkLMCacheFlow is LMCache's redis:// connector's traffic: a save
+// is SET <k>kv_bytes then SET <k>metadata (28 bytes); a load is EXISTS
+// <k>metadata, GET <k>metadata, GET <k>kv_bytes. Chunks are 256 tokens of
+// Mistral-7B's KV cache (32 layers, 8 KV heads of 128, fp16: 2 x 32 x 8 x
+// 128 x 256 x 2 bytes = 32 MiB), saved and loaded by 8 connections at
+// once (the resp:// connector's 8 threads), against this server (DRAM + SSD store, in this process) and
+// Debian's redis-server in the same run. It reports chunks per second.
+//
+//	go test ./server/resp -run '^$' -bench LMCacheFlow -benchtime 64x
+func BenchmarkLMCacheFlow(b *testing.B) {
+	const (
+		chunk = 2 * 32 * 8 * 128 * 256 * 2
+		conns = 8
+		keys  = 16 // 512 MiB of chunks: both servers hold them all
+	)
+	st := testStore(b, 2<<30, 4<<30)
+	defer st.Close()
+	servers := []struct{ name, addr string }{{"yuebing", startServer(b, Options{Store: st}).addr}, {"redis-server", redisServer(b)}}
+	kv := chunkValue(chunk, 1)
+	md := chunkValue(28, 2)
+	for round := range 2 {
+		for i := range servers {
+			sv := servers[(i+round)%len(servers)] // alternate who goes first
+			cs := make([]*rawConn, conns)
+			for i := range cs {
+				cs[i] = dial(b, sv.addr)
+			}
+			// A 32 MiB reply may wait long behind seven others: redis-server
+			// writes 64 KiB per client per event loop round.
+			reply := func(c *rawConn) string {
+				c.nc.SetReadDeadline(time.Now().Add(5 * time.Minute))
+				var sb strings.Builder
+				if err := readReply(c.br, &sb); err != nil {
+					return "error: " + err.Error()
+				}
+				return sb.String()
+			}
+			do := func(c *rawConn, args ...string) string {
+				c.send(multibulk(args...))
+				return reply(c)
+			}
+			run := func(b *testing.B, op func(c *rawConn, k string) error) {
+				b.SetBytes(chunk)
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for _, c := range cs {
+					wg.Go(func() {
+						for {
+							n := next.Add(1) - 1
+							if n >= int64(b.N) {
+								return
+							}
+							if err := op(c, fmt.Sprintf("vllm@Mistral-7B@1@0@%016x", n%keys)); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "chunks/s")
+			}
+			b.Run(sv.name+"/save", func(b *testing.B) {
+				run(b, func(c *rawConn, k string) error {
+					// The value is sent as it is, not copied into a request.
+					c.send(fmt.Sprintf("*3\r\n$3\r\nSET\r\n$%d\r\n%skv_bytes\r\n$%d\r\n", len(k)+8, k, chunk))
+					c.send(kv)
+					c.send("\r\n")
+					if r := reply(c); r != "+OK\r\n" {
+						return fmt.Errorf("SET kv_bytes: %q", r)
+					}
+					if r := do(c, "SET", k+"metadata", md); r != "+OK\r\n" {
+						return fmt.Errorf("SET metadata: %q", r)
+					}
+					return nil
+				})
+			})
+			b.Run(sv.name+"/load", func(b *testing.B) {
+				run(b, func(c *rawConn, k string) error {
+					if r := do(c, "EXISTS", k+"metadata"); r != ":1\r\n" {
+						return fmt.Errorf("EXISTS: %q", r)
+					}
+					if r := do(c, "GET", k+"metadata"); len(r) != len("$28\r\n\r\n")+28 {
+						return fmt.Errorf("GET metadata: %.40q", r)
+					}
+					if r := do(c, "GET", k+"kv_bytes"); len(r) != len(fmt.Sprintf("$%d\r\n\r\n", chunk))+chunk {
+						return fmt.Errorf("GET kv_bytes: %d bytes", len(r))
+					}
+					return nil
+				})
+			})
 		}
 	}
 }
