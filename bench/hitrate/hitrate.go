@@ -43,6 +43,12 @@ type Options struct {
 	// (64-byte values; see TierCache) and reports its hit rate beside the
 	// simulator's. Default: off.
 	ThroughTier bool
+	// SSDCapacity, in tokens, adds an SSD below each capacity's DRAM (LRU
+	// both) and one row per SSD admission policy. Default 0: none.
+	SSDCapacity int64
+	// Admissions are the SSD admission policies run when SSDCapacity is
+	// set. Default: Admissions.
+	Admissions []string
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -52,6 +58,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Policies == nil {
 		o.Policies = policy.Names
+	}
+	if o.Admissions == nil {
+		o.Admissions = Admissions
 	}
 }
 
@@ -65,6 +74,14 @@ func (o *Options) Validate() error {
 		if c < bench.TraceBlockTokens {
 			errs = append(errs, fmt.Errorf("%w: capacity %d tokens is less than one %d-token block", bench.ErrOptions, c, bench.TraceBlockTokens))
 		}
+	}
+	for _, a := range o.Admissions {
+		if !slices.Contains(Admissions, a) {
+			errs = append(errs, fmt.Errorf("%w: unknown SSD admission %q: want one of %v", bench.ErrOptions, a, Admissions))
+		}
+	}
+	if o.SSDCapacity < 0 || o.SSDCapacity > 0 && o.SSDCapacity < bench.TraceBlockTokens {
+		errs = append(errs, fmt.Errorf("%w: SSD capacity %d tokens: want 0 or at least one %d-token block", bench.ErrOptions, o.SSDCapacity, bench.TraceBlockTokens))
 	}
 	for _, p := range o.Policies {
 		if !slices.Contains(policy.Names, p) {
@@ -87,7 +104,16 @@ type Cell struct {
 	PresentHits int64
 	// Tier is the replay through a real DRAM tier, when asked for.
 	Tier *bench.ReplayResult
+	// Admission, for PolicySSD cells, is the SSD admission policy, and
+	// SSDCapacityTokens the SSD's size; SSDWrites and SSDHits count
+	// blocks written to SSD and prefix blocks read from it.
+	Admission          string
+	SSDCapacityTokens  int64
+	SSDWrites, SSDHits int64
 }
+
+// PolicySSD names the cells of LRU DRAM over LRU SSD.
+const PolicySSD = "lru+ssd"
 
 // Hitrate replays every trace through the unbounded cache once, and through
 // Belady's MIN and every policy at every capacity. Cells come back grouped by
@@ -106,6 +132,11 @@ func Run(ctx context.Context, o Options) ([]Cell, error) {
 			cells = append(cells, Cell{Trace: t.Name, Policy: PolicyBelady, CapacityTokens: c})
 			for _, p := range o.Policies {
 				cells = append(cells, Cell{Trace: t.Name, Policy: p, CapacityTokens: c})
+			}
+			if o.SSDCapacity > 0 {
+				for _, a := range o.Admissions {
+					cells = append(cells, Cell{Trace: t.Name, Policy: PolicySSD, CapacityTokens: c, Admission: a, SSDCapacityTokens: o.SSDCapacity})
+				}
 			}
 		}
 	}
@@ -143,6 +174,13 @@ func (c *Cell) run(ctx context.Context, t *bench.Trace, throughTier bool) error 
 		}
 		c.ReplayResult = bench.Replay(t, b)
 		c.PresentHits = b.PresentHits
+	case PolicySSD:
+		tc, err := NewTwoTierCache(c.Admission, blocks, c.SSDCapacityTokens/bench.TraceBlockTokens)
+		if err != nil {
+			return err
+		}
+		c.ReplayResult = bench.Replay(t, tc)
+		c.SSDWrites, c.SSDHits = tc.SSDWrites, tc.SSDHits
 	default:
 		pc, err := bench.NewPolicyCache(c.Policy, blocks, t.Blocks())
 		if err != nil {
@@ -179,7 +217,8 @@ func duplicateName(ts []*bench.Trace) string {
 // present_hit_rate, the rate MIN bounds strictly (see beladyCache).
 func Report(cells []Cell) *bench.Report {
 	r := &bench.Report{Columns: []string{"name", "trace", "policy", "capacity_tokens", "hit_rate", "compute_saved",
-		"baseline", "baseline_hit_rate", "ratio", "gap_closed", "of_unbounded", "present_hit_rate", "tier_hit_rate"}}
+		"baseline", "baseline_hit_rate", "ratio", "gap_closed", "of_unbounded", "present_hit_rate", "tier_hit_rate",
+		"admission", "ssd_capacity_tokens", "ssd_write_bytes", "ssd_hit_bytes", "ssd_write_ratio"}}
 	r.Human = bench.HumanColumns["hitrate"]
 	type at struct {
 		trace  string
@@ -187,7 +226,14 @@ func Report(cells []Cell) *bench.Report {
 		cap    int64
 	}
 	hit := map[at]float64{}
+	ssdAll := map[at]Cell{}
 	for _, c := range cells {
+		if c.Policy == PolicySSD {
+			if c.Admission == AdmitAll {
+				ssdAll[at{c.Trace, c.Policy, c.CapacityTokens}] = c
+			}
+			continue
+		}
 		hit[at{c.Trace, c.Policy, c.CapacityTokens}] = c.HitRate()
 	}
 	for _, c := range cells {
@@ -201,6 +247,18 @@ func Report(cells []Cell) *bench.Report {
 		switch c.Policy {
 		case PolicyUnbounded:
 			row["name"] = c.Trace + "/" + c.Policy
+		case PolicySSD:
+			row["name"] = fmt.Sprintf("%s/%s:%s/%d+%d", c.Trace, c.Policy, c.Admission, c.CapacityTokens, c.SSDCapacityTokens)
+			row["admission"] = c.Admission
+			row["ssd_capacity_tokens"] = c.SSDCapacityTokens
+			row["ssd_write_bytes"] = c.SSDWrites * BlockBytes
+			row["ssd_hit_bytes"] = c.SSDHits * BlockBytes
+			if all, ok := ssdAll[at{c.Trace, c.Policy, c.CapacityTokens}]; ok {
+				row["baseline"] = PolicySSD + ":" + AdmitAll
+				row["baseline_hit_rate"] = all.HitRate()
+				row["ratio"] = bench.RatioOrNaN(c.HitRate(), all.HitRate())
+				row["ssd_write_ratio"] = bench.RatioOrNaN(float64(c.SSDWrites), float64(all.SSDWrites))
+			}
 		case PolicyBelady:
 			row["name"] = fmt.Sprintf("%s/%s/%d", c.Trace, c.Policy, c.CapacityTokens)
 			row["present_hit_rate"] = bench.Ratio(float64(c.PresentHits), float64(c.Blocks))

@@ -68,6 +68,9 @@ func hitratePanel(cells []Cell, trace string) (*plot.Plot, error) {
 		if c.Trace != trace {
 			continue
 		}
+		if c.Policy == PolicySSD {
+			continue // two tiers: rows only
+		}
 		if c.Policy == PolicyUnbounded {
 			unbounded = c.HitRate()
 			continue

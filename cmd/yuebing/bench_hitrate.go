@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/yuebing/yuebing/bench/hitrate"
@@ -20,6 +21,8 @@ func newBenchHitrateCmd() *cobra.Command {
 		asJSON      bool
 		plot        string
 		workers     int
+		ssdCap      string
+		admissions  string
 	)
 	cmd := &cobra.Command{
 		Use:   "hitrate",
@@ -58,6 +61,22 @@ same capacity as their baseline. See docs/policies.md.`,
 			if opts.Capacities == nil {
 				opts.Capacities = []int64{} // only "inf": just the unbounded rows
 			}
+			if ssdCap != "" {
+				n, err := parseTokenCount(ssdCap)
+				if err != nil {
+					return usageErrorf("--ssd-capacity: %v", err)
+				}
+				if n < bench.TraceBlockTokens {
+					return usageErrorf("--ssd-capacity: %s tokens is less than one %d-token block", ssdCap, bench.TraceBlockTokens)
+				}
+				opts.SSDCapacity = n
+				opts.Admissions = splitList(admissions)
+				for _, a := range opts.Admissions {
+					if !slices.Contains(hitrate.Admissions, a) {
+						return usageErrorf("--ssd-admission: %q: want one of %s", a, strings.Join(hitrate.Admissions, ", "))
+					}
+				}
+			}
 			opts.Policies = splitList(policies)
 			for _, p := range opts.Policies {
 				if _, err := policy.New[int](p, 1); err != nil {
@@ -92,6 +111,8 @@ same capacity as their baseline. See docs/policies.md.`,
 	f.StringVar(&policies, "policy", strings.Join(policy.Names, ","), "eviction policies to compare")
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"results":[...]} instead of a table`)
 	f.StringVar(&plot, "plot", "", "also draw hit rate against capacity, one panel per trace, to this PNG file")
+	f.StringVar(&ssdCap, "ssd-capacity", "", "add an SSD of this many tokens below each capacity's DRAM (LRU both) and one row per SSD admission policy, with ssd_write_bytes and ssd_hit_bytes")
+	f.StringVar(&admissions, "ssd-admission", strings.Join(hitrate.Admissions, ","), "SSD admission policies compared with --ssd-capacity: all (write every DRAM eviction, as today), reuse, seen-twice")
 	f.IntVar(&workers, "workers", 0, "simulations run at once (default: GOMAXPROCS)")
 	f.BoolVar(&throughTier, "through-tier", false, "also replay every policy through a real DRAM tier (64-byte values) and report tier_hit_rate")
 	return cmd

@@ -1,0 +1,41 @@
+package hitrate
+
+import (
+	"testing"
+
+	"github.com/yuebing/yuebing/bench"
+)
+
+// Two blocks of DRAM over two of SSD: what each admission writes when a
+// block is evicted once, read again, or evicted twice.
+func TestTwoTierAdmission(t *testing.T) {
+	f := func(admission string, seq []int32, wantWrites, wantHits int64) {
+		t.Helper()
+		c, err := NewTwoTierCache(admission, 2, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range seq {
+			c.Contains(id)
+			c.Touch(id, bench.NoParent)
+		}
+		if c.SSDWrites != wantWrites || c.SSDHits != wantHits {
+			t.Errorf("%s %v: %d writes, %d SSD hits; want %d, %d", admission, seq, c.SSDWrites, c.SSDHits, wantWrites, wantHits)
+		}
+	}
+	once := []int32{1, 2, 3, 4}       // 1 and 2 evicted, never read again
+	reused := []int32{1, 1, 2, 3, 4}  // 1 read again in DRAM before eviction
+	back := []int32{1, 2, 3, 1, 4, 5} // 1 evicted, back from SSD (or recomputed), evicted again
+	f(AdmitAll, once, 2, 0)
+	f(AdmitReuse, once, 0, 0)
+	f(AdmitSeenTwice, once, 0, 0)
+	f(AdmitAll, reused, 2, 0)
+	f(AdmitReuse, reused, 1, 0)
+	// 1 is read from SSD, but 2's write after it leaves 1's SSD copy the
+	// older: 3 displaces it, and 1's second eviction writes it again.
+	f(AdmitAll, back, 4, 1)
+	f(AdmitSeenTwice, back, 1, 0) // 1 missed, then admitted on its second eviction
+	if _, err := NewTwoTierCache("maybe", 1, 1); err == nil {
+		t.Error("unknown admission accepted")
+	}
+}
