@@ -96,20 +96,46 @@ func (a *API) batchExists(c *gin.Context) {
 	for _, t := range a.store.Tiers() {
 		res.PrefixTiers[t.Name()] = 0
 	}
+	remote := a.existsRemote(c.Request.Context(), p, ts)
 	prefix := true
 	for i, t := range ts {
-		_, level, err := a.visible(p, t)
-		if err != nil {
+		if remote[i] {
+			res.Exists[i], res.Tiers[i] = true, "remote"
+		} else if _, level, err := a.visible(p, t); err == nil {
+			res.Exists[i], res.Tiers[i] = true, a.tierName(level)
+		} else {
 			prefix = false
 			continue
 		}
-		res.Exists[i], res.Tiers[i] = true, a.tierName(level)
 		if prefix {
 			res.PrefixLen++
 			res.PrefixTiers[res.Tiers[i]]++
 		}
 	}
 	c.JSON(http.StatusOK, res)
+}
+
+// existsRemote says which of ts, not held by this node, another node of
+// the cluster holds and p may see: what a HEAD of each would find. The
+// blocks are read as a multi-get reads them (one round trip to the leader,
+// one to each holder) because only the block's record says whose it is;
+// a holder that does not answer in batchFetchWait leaves its blocks
+// missing, as a HEAD would.
+func (a *API) existsRemote(ctx context.Context, p auth.Principal, ts []target) []bool {
+	out := make([]bool, len(ts))
+	if a.opts.Cluster == nil {
+		return out
+	}
+	for i, r := range a.prefetch(ctx, ts) {
+		if r == nil {
+			continue
+		}
+		if h := a.visibleRemote(p, ts[i], r); h != nil {
+			out[i] = true
+			h.Release()
+		}
+	}
+	return out
 }
 
 // batchGet answers a multi-get with a framed body: one frame per requested
