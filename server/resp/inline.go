@@ -139,9 +139,10 @@ func (s *Server) materialize(e *entry) (block.Key, error) {
 }
 
 // persistInline writes every inline value as a block (materialize), so
-// that the store's Flush keeps them across a restart. Shutdown calls it
-// once no command runs.
-func (s *Server) persistInline() (written int) {
+// that the store's Flush keeps them across a restart, until ctx ends:
+// those left are lost at the restart, as a cache may lose them. Shutdown
+// calls it once no command runs.
+func (s *Server) persistInline(ctx context.Context) (written int) {
 	var es []*entry
 	s.ks.each(nil, func(e *entry) bool {
 		if e.inline && !e.mat.Load() {
@@ -149,7 +150,12 @@ func (s *Server) persistInline() (written int) {
 		}
 		return true
 	})
-	for _, e := range es {
+	for i, e := range es {
+		if i%1024 == 0 && ctx.Err() != nil {
+			s.opts.Logger.Warn("resp: shutdown ended before every inline value was written to the store; the rest are lost at restart",
+				"written", written, "left", len(es)-i)
+			return written
+		}
 		if _, err := s.materialize(e); err == nil {
 			written++
 		}

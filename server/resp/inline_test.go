@@ -93,6 +93,17 @@ func TestInlineValues(t *testing.T) {
 		t.Errorf("after 2000 keys into 64 KiB: %d inline keys of %d bytes, %d evicted", st.InlineKeys, st.InlineBytes, st.EvictedKeys)
 	}
 	f(":1\r\n", "EXISTS", "block") // block values are the store's to evict
+
+	// A shutdown writes inline values as blocks only while its context
+	// lasts.
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if n := s.persistInline(done); n != 0 {
+		t.Errorf("%d inline values written after the deadline", n)
+	}
+	if n := s.persistInline(context.Background()); int64(n) != s.Stats().InlineKeys {
+		t.Errorf("%d inline values written, of %d", n, s.Stats().InlineKeys)
+	}
 	t.Logf("%d of 2000 inline keys kept in 64 KiB, %d evicted", st.InlineKeys, st.EvictedKeys)
 }
 

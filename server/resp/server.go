@@ -442,7 +442,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !already {
 		// No command runs now: inline values become blocks, for the
 		// store's Flush to keep across a restart.
-		s.persistInline()
+		s.persistInline(ctx)
 		close(s.bg.stop)
 	}
 	s.bg.wg.Wait()
