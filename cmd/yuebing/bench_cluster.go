@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
-	"github.com/yuebing/yuebing/internal/bytesize"
 )
 
 func newBenchClusterCmd() *cobra.Command {
@@ -67,7 +66,7 @@ as the replays).`,
 				{"block-bytes", blockBytes, func(n int64) { o.BlockBytes = int(n) }},
 				{"get-size", getSize, func(n int64) { o.GetSize = int(n) }},
 			} {
-				n, err := bytesize.Parse(s.v)
+				n, err := parseSize(s.v)
 				if err != nil {
 					return usageErrorf("--%s: %v", s.name, err)
 				}

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
-	"github.com/yuebing/yuebing/internal/bytesize"
 	"github.com/yuebing/yuebing/server"
 )
 
@@ -43,7 +42,7 @@ a temporary data directory (or --data-dir) and a DRAM tier of --dram-capacity.`,
   yuebing bench http --addr 127.0.0.1:8080 --mix 90:10 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			n, err := bytesize.Parse(valueSize)
+			n, err := parseSize(valueSize)
 			if err != nil || n < 1 || n > 1<<30 {
 				return usageErrorf("--value-size: %q is not a size from 1B to 1GiB", valueSize)
 			}
@@ -96,7 +95,7 @@ a temporary data directory (or --data-dir) and a DRAM tier of --dram-capacity.`,
 
 // startBenchNode starts a node in this process for the benchmark.
 func startBenchNode(dramCapacity, dataDir string, valueSize int64, prefault bool) (stop func(), addr string, err error) {
-	dc, err := bytesize.Parse(dramCapacity)
+	dc, err := parseSize(dramCapacity)
 	if err != nil {
 		return nil, "", usageErrorf("--dram-capacity: %v", err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/yuebing/yuebing/internal/bytesize"
 	"github.com/yuebing/yuebing/server"
 )
 
@@ -43,7 +42,7 @@ path's time over shared memory's). Needs python3 (Debian's /usr/bin/python3).`,
 			if rounds < 0 {
 				return usageErrorf("--rounds must not be negative")
 			}
-			dcap, err := bytesize.Parse(dramCap)
+			dcap, err := parseSize(dramCap)
 			if err != nil || dcap < 64<<20 {
 				return usageErrorf("--dram-capacity: %q: want a size like 512MiB, at least 64MiB", dramCap)
 			}

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
-	"github.com/yuebing/yuebing/internal/bytesize"
 )
 
 func newBenchRespCmd() *cobra.Command {
@@ -40,7 +39,7 @@ redis-tools).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if sizes != "" {
 				for _, s := range strings.Split(sizes, ",") {
-					n, err := bytesize.Parse(s)
+					n, err := parseSize(s)
 					if err != nil || n <= 0 {
 						return usageErrorf("--sizes: %q is not a size like 4096 or 1MiB", s)
 					}
@@ -54,7 +53,7 @@ redis-tools).`,
 				if f.val == "" {
 					continue
 				}
-				n, err := bytesize.Parse(f.val)
+				n, err := parseSize(f.val)
 				if err != nil || n <= 0 {
 					return usageErrorf("%s: %q is not a size like 2GiB", f.name, f.val)
 				}

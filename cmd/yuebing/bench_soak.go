@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
-	"github.com/yuebing/yuebing/internal/bytesize"
 )
 
 func newBenchSoakCmd() *cobra.Command {
@@ -70,7 +69,7 @@ docs/benchmarks.md ("Soak").`,
 				{"ssd-capacity", ssd, &o.SSDCapacity},
 				{"max-inflight-bytes", inflight, &o.MaxInflightBytes},
 			} {
-				n, err := bytesize.Parse(s.v)
+				n, err := parseSize(s.v)
 				if err != nil {
 					return usageErrorf("--%s: %v", s.name, err)
 				}
@@ -80,7 +79,7 @@ docs/benchmarks.md ("Soak").`,
 				name, v string
 				dst     *int
 			}{{"min-value", minValue, &o.MinValue}, {"max-value", maxValue, &o.MaxValue}} {
-				n, err := bytesize.Parse(s.v)
+				n, err := parseSize(s.v)
 				if err != nil {
 					return usageErrorf("--%s: %v", s.name, err)
 				}

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
-	"github.com/yuebing/yuebing/internal/bytesize"
 )
 
 func newBenchStoreCmd() *cobra.Command {
@@ -35,7 +34,7 @@ reduced set in well under a minute.`,
 			var err error
 			if sizes != "" {
 				for _, s := range strings.Split(sizes, ",") {
-					n, perr := bytesize.Parse(s)
+					n, perr := parseSize(s)
 					if perr != nil || n <= 0 {
 						return usageErrorf("--sizes: %q is not a block size like 64KiB or 1MiB", s)
 					}

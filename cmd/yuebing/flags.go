@@ -4,7 +4,17 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/yuebing/yuebing/server"
 )
+
+// parseSize reads a byte count as operators write it ("4GiB", "512MiB",
+// "1048576"), as server.ByteSize does for the serve flags.
+func parseSize(s string) (int64, error) {
+	var n server.ByteSize
+	err := n.UnmarshalText([]byte(s))
+	return int64(n), err
+}
 
 // parseTokenCount reads a token count: a whole number with an optional
 // decimal suffix K, M or G ("3M" is 3,000,000 tokens, as the paper counts),
