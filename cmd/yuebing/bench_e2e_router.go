@@ -23,6 +23,7 @@ type e2eRouterFlags struct {
 	bw       float64
 	load     float64
 	side     bool
+	prompts  string
 }
 
 func (r *e2eRouterFlags) register(f *pflag.FlagSet) {
@@ -31,6 +32,7 @@ func (r *e2eRouterFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&r.slo, "ttft-slo", 0, "with --router: TTFT SLO of rejection and effective capacity (default: 1.25x the sample's longest uncached prefill at the run's time scale, at least 2x the mean)")
 	f.BoolVar(&r.pool, "with-pool", false, "with --router: engines also use the yuebing node (--addr, or one in this process) as their shared KV pool")
 	f.Float64Var(&r.load, "load", 0, "prefill load offered to each engine without caching (1: always busy), sets the time scale unless --compression or --time-scale is given (default: --compression 40; with --router 0.7)")
+	f.StringVar(&r.prompts, "prompts", "ids", "with --router: how requests carry their prompts: ids (token ids) or chat (text messages, one per block of the trace, tokenized by the router and the engines)")
 	f.BoolVar(&r.side, "side-by-side", false, "with --router: replay the routings at the same time instead of one after another")
 	f.Float64Var(&r.bw, "bandwidth", 0, "with --router: the router's KV transfer estimate in Gbps (default: an adapter load measured at the start)")
 }
@@ -38,7 +40,10 @@ func (r *e2eRouterFlags) register(f *pflag.FlagSet) {
 // runBenchE2ERouter is `yuebing bench e2e --router`; o holds the flags
 // the replay shares with the plain e2e bench, validated.
 func runBenchE2ERouter(cmd *cobra.Command, o e2e.Options, r e2eRouterFlags, asJSON bool, plot, dramCapacity, dataDir string) error {
-	ro := e2e.RouterOptions{Options: o, TTFTSLO: r.slo, Pool: r.pool, Bandwidth: r.bw * 1e9 / 8, SideBySide: r.side, Log: cmd.ErrOrStderr()}
+	ro := e2e.RouterOptions{Options: o, TTFTSLO: r.slo, Pool: r.pool, Bandwidth: r.bw * 1e9 / 8, SideBySide: r.side, Log: cmd.ErrOrStderr(), Prompts: r.prompts}
+	if r.prompts != e2e.PromptsIDs && r.prompts != e2e.PromptsChat {
+		return usageErrorf("--prompts: %q: want ids or chat", r.prompts)
+	}
 	for _, name := range strings.Split(r.routings, ",") {
 		name = strings.TrimSpace(name)
 		if _, err := scheduler.ParsePolicy(name); err != nil {
