@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -132,6 +131,10 @@ type ShmConfig struct {
 	// HelloTimeout bounds the wait for a connection's session request.
 	// Default 5s.
 	HelloTimeout time.Duration `yaml:"hello_timeout"`
+	// MaxRegionBytes bounds the client buffers registered for zero copy
+	// (memfds the node maps and copies blocks straight into), all
+	// sessions together; a session registers at most 64. Default 64GiB.
+	MaxRegionBytes ByteSize `yaml:"max_region_bytes"`
 }
 
 // DRAMConfig configures the DRAM tier.
@@ -753,40 +756,5 @@ func (c *Config) YAML() ([]byte, error) {
 }
 
 // ByteSize is a byte count written as operators write it: "4GiB",
-// "512MiB", "1048576".
-type ByteSize int64
-
-func (s ByteSize) String() string { return bytesize.Format(int64(s)) }
-
-// MarshalText implements encoding.TextMarshaler. It prints the short form
-// only when that reads back exactly, so a printed config loads unchanged.
-func (s ByteSize) MarshalText() ([]byte, error) {
-	if f := s.String(); mustParse(f) == int64(s) {
-		return []byte(f), nil
-	}
-	return []byte(strconv.FormatInt(int64(s), 10)), nil
-}
-
-func mustParse(s string) int64 {
-	n, err := bytesize.Parse(s)
-	if err != nil {
-		return -1
-	}
-	return n
-}
-
-// Set and Type make a ByteSize a command-line flag (pflag.Value).
-func (s *ByteSize) Set(v string) error { return s.UnmarshalText([]byte(v)) }
-
-// Type names the flag's value in help.
-func (s *ByteSize) Type() string { return "size" }
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (s *ByteSize) UnmarshalText(b []byte) error {
-	n, err := bytesize.Parse(string(b))
-	if err != nil {
-		return err
-	}
-	*s = ByteSize(n)
-	return nil
-}
+// "512MiB", "1048576"; the packages' Options use the same type.
+type ByteSize = bytesize.Size

@@ -63,3 +63,45 @@ func Format(n int64) string {
 	}
 	return fmt.Sprintf("%dB", n)
 }
+
+// Size is a byte count written as operators write it: "4GiB", "512MiB",
+// "1048576". It is a YAML or JSON scalar (encoding.TextMarshaler and
+// TextUnmarshaler) and a command-line flag (pflag.Value), so an Options
+// struct can declare a size once for every way it is set.
+type Size int64
+
+// String prints s with the largest binary unit that keeps it readable.
+func (s Size) String() string { return Format(int64(s)) }
+
+// MarshalText implements encoding.TextMarshaler. It prints the short form
+// only when that reads back exactly, so a printed config loads unchanged.
+func (s Size) MarshalText() ([]byte, error) {
+	if f := s.String(); mustParse(f) == int64(s) {
+		return []byte(f), nil
+	}
+	return []byte(strconv.FormatInt(int64(s), 10)), nil
+}
+
+func mustParse(s string) int64 {
+	n, err := Parse(s)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *Size) UnmarshalText(b []byte) error {
+	n, err := Parse(string(b))
+	if err != nil {
+		return err
+	}
+	*s = Size(n)
+	return nil
+}
+
+// Set makes a *Size a command-line flag (pflag.Value).
+func (s *Size) Set(v string) error { return s.UnmarshalText([]byte(v)) }
+
+// Type names the flag's value in help.
+func (s *Size) Type() string { return "size" }

@@ -48,3 +48,33 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestSizeText(t *testing.T) {
+	f := func(in string, want Size, printed string) {
+		t.Helper()
+		var s Size
+		if err := s.UnmarshalText([]byte(in)); err != nil || s != want {
+			t.Fatalf("UnmarshalText(%q) = %d, %v; want %d", in, s, err, want)
+		}
+		b, err := s.MarshalText()
+		if err != nil || string(b) != printed {
+			t.Fatalf("MarshalText(%d) = %q, %v; want %q", s, b, err, printed)
+		}
+		var back Size
+		if err := back.Set(string(b)); err != nil || back != s {
+			t.Fatalf("Set(%q) = %d, %v; want %d", b, back, err, s)
+		}
+	}
+	f("4GiB", 4<<30, "4GiB")
+	f("1.5GiB", 3<<29, "1.5GiB")
+	f("1025", 1025, "1025")
+	f("1000", 1000, "1000B")
+	f("0", 0, "0B")
+	var s Size
+	if err := s.UnmarshalText([]byte("4 parsecs")); !errors.Is(err, ErrSyntax) {
+		t.Fatalf("UnmarshalText(4 parsecs) = %v; want ErrSyntax", err)
+	}
+	if s.Type() != "size" {
+		t.Fatalf("Type() = %q", s.Type())
+	}
+}
