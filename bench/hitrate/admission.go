@@ -42,6 +42,22 @@ type TwoTierCache struct {
 	ghostQ             []int32
 	ssdOnlyPrefix      map[int32]bool // asked by Contains in this request's prefix
 	SSDWrites, SSDHits int64          // blocks
+
+	// An optional object tier (S3) below SSD: every block SSD evicts is
+	// demoted to it, and a prefix hit there is copied up to DRAM.
+	obj     *policy.LRU[int32]
+	objCap  int
+	inObj   map[int32]bool
+	objOnly map[int32]bool
+	ObjHits int64 // blocks
+	ObjPuts int64 // blocks
+}
+
+// WithObjectTier adds an object tier of the given blocks below SSD.
+func (c *TwoTierCache) WithObjectTier(blocks int64) *TwoTierCache {
+	c.obj, c.objCap = policy.NewLRU[int32](), int(blocks)
+	c.inObj, c.objOnly = map[int32]bool{}, map[int32]bool{}
+	return c
 }
 
 // NewTwoTierCache makes the cache; capacities are in blocks.
@@ -70,6 +86,10 @@ func (c *TwoTierCache) Contains(id int32) bool {
 		c.ssdOnlyPrefix[id] = true
 		return true
 	}
+	if c.obj != nil && c.inObj[id] {
+		c.objOnly[id] = true
+		return true
+	}
 	return false
 }
 
@@ -85,6 +105,12 @@ func (c *TwoTierCache) Touch(id, _ int32) {
 		if c.ssdOnlyPrefix[id] {
 			c.SSDHits++
 			delete(c.ssdOnlyPrefix, id)
+		}
+	} else if c.obj != nil && c.inObj[id] {
+		c.obj.Access(id)
+		if c.objOnly[id] {
+			c.ObjHits++
+			delete(c.objOnly, id)
 		}
 	}
 	for len(c.inDRAM) >= c.dramCap {
@@ -124,6 +150,7 @@ func (c *TwoTierCache) evictedFromDRAM(id int32) {
 			break
 		}
 		delete(c.inSSD, v)
+		c.demoteToObject(v)
 	}
 	c.ssd.Add(id, policy.Info[int32]{Size: 1})
 	c.inSSD[id] = true
@@ -133,3 +160,19 @@ func (c *TwoTierCache) evictedFromDRAM(id int32) {
 // ghostMul sizes the ghost list at this many times the SSD's blocks: on
 // both traces 4 keeps more returning blocks than 1 or 2, and 8 or 16 no more.
 const ghostMul = 4
+
+func (c *TwoTierCache) demoteToObject(id int32) {
+	if c.obj == nil || c.inObj[id] {
+		return
+	}
+	for len(c.inObj) >= c.objCap {
+		v, ok := c.obj.Evict(nil)
+		if !ok {
+			break
+		}
+		delete(c.inObj, v)
+	}
+	c.obj.Add(id, policy.Info[int32]{Size: 1})
+	c.inObj[id] = true
+	c.ObjPuts++
+}

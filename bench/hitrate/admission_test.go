@@ -35,6 +35,16 @@ func TestTwoTierAdmission(t *testing.T) {
 	// older: 3 displaces it, and 1's second eviction writes it again.
 	f(AdmitAll, back, 4, 1)
 	f(AdmitSeenTwice, back, 1, 0) // 1 missed, then admitted on its second eviction
+	// An object tier under SSD takes what SSD evicts and serves it back.
+	c, _ := NewTwoTierCache(AdmitAll, 1, 1)
+	c.WithObjectTier(10)
+	for _, id := range []int32{1, 2, 3, 1} {
+		c.Contains(id)
+		c.Touch(id, bench.NoParent)
+	}
+	if c.ObjPuts != 2 || c.ObjHits != 1 { // 1, then 2 when 1 comes back
+		t.Errorf("object tier: %d puts, %d hits; want 2, 1", c.ObjPuts, c.ObjHits)
+	}
 	if _, err := NewTwoTierCache("maybe", 1, 1); err == nil {
 		t.Error("unknown admission accepted")
 	}

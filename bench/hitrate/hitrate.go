@@ -49,6 +49,9 @@ type Options struct {
 	// Admissions are the SSD admission policies run when SSDCapacity is
 	// set. Default: Admissions.
 	Admissions []string
+	// S3Capacity, in tokens, adds an object tier (LRU) below the SSD that
+	// takes every block SSD evicts. Default 0: none.
+	S3Capacity int64
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -80,6 +83,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%w: unknown SSD admission %q: want one of %v", bench.ErrOptions, a, Admissions))
 		}
 	}
+	if o.S3Capacity < 0 || o.S3Capacity > 0 && (o.SSDCapacity == 0 || o.S3Capacity < bench.TraceBlockTokens) {
+		errs = append(errs, fmt.Errorf("%w: S3 capacity %d tokens: want 0, or at least one %d-token block under an SSD", bench.ErrOptions, o.S3Capacity, bench.TraceBlockTokens))
+	}
 	if o.SSDCapacity < 0 || o.SSDCapacity > 0 && o.SSDCapacity < bench.TraceBlockTokens {
 		errs = append(errs, fmt.Errorf("%w: SSD capacity %d tokens: want 0 or at least one %d-token block", bench.ErrOptions, o.SSDCapacity, bench.TraceBlockTokens))
 	}
@@ -110,6 +116,10 @@ type Cell struct {
 	Admission          string
 	SSDCapacityTokens  int64
 	SSDWrites, SSDHits int64
+	// S3CapacityTokens, when set, is the object tier under the SSD;
+	// S3Hits counts prefix blocks read from it.
+	S3CapacityTokens int64
+	S3Hits           int64
 }
 
 // PolicySSD names the cells of LRU DRAM over LRU SSD.
@@ -135,7 +145,7 @@ func Run(ctx context.Context, o Options) ([]Cell, error) {
 			}
 			if o.SSDCapacity > 0 {
 				for _, a := range o.Admissions {
-					cells = append(cells, Cell{Trace: t.Name, Policy: PolicySSD, CapacityTokens: c, Admission: a, SSDCapacityTokens: o.SSDCapacity})
+					cells = append(cells, Cell{Trace: t.Name, Policy: PolicySSD, CapacityTokens: c, Admission: a, SSDCapacityTokens: o.SSDCapacity, S3CapacityTokens: o.S3Capacity})
 				}
 			}
 		}
@@ -179,8 +189,11 @@ func (c *Cell) run(ctx context.Context, t *bench.Trace, throughTier bool) error 
 		if err != nil {
 			return err
 		}
+		if c.S3CapacityTokens > 0 {
+			tc.WithObjectTier(c.S3CapacityTokens / bench.TraceBlockTokens)
+		}
 		c.ReplayResult = bench.Replay(t, tc)
-		c.SSDWrites, c.SSDHits = tc.SSDWrites, tc.SSDHits
+		c.SSDWrites, c.SSDHits, c.S3Hits = tc.SSDWrites, tc.SSDHits, tc.ObjHits
 	default:
 		pc, err := bench.NewPolicyCache(c.Policy, blocks, t.Blocks())
 		if err != nil {
@@ -218,7 +231,7 @@ func duplicateName(ts []*bench.Trace) string {
 func Report(cells []Cell) *bench.Report {
 	r := &bench.Report{Columns: []string{"name", "trace", "policy", "capacity_tokens", "hit_rate", "compute_saved",
 		"baseline", "baseline_hit_rate", "ratio", "gap_closed", "of_unbounded", "present_hit_rate", "tier_hit_rate",
-		"admission", "ssd_capacity_tokens", "ssd_write_bytes", "ssd_hit_bytes", "ssd_write_ratio"}}
+		"admission", "ssd_capacity_tokens", "ssd_write_bytes", "ssd_hit_bytes", "ssd_write_ratio", "s3_capacity_tokens", "s3_hit_bytes"}}
 	r.Human = bench.HumanColumns["hitrate"]
 	type at struct {
 		trace  string
@@ -249,6 +262,11 @@ func Report(cells []Cell) *bench.Report {
 			row["name"] = c.Trace + "/" + c.Policy
 		case PolicySSD:
 			row["name"] = fmt.Sprintf("%s/%s:%s/%d+%d", c.Trace, c.Policy, c.Admission, c.CapacityTokens, c.SSDCapacityTokens)
+			if c.S3CapacityTokens > 0 {
+				row["name"] = fmt.Sprintf("%s/%s+s3:%s/%d+%d+%d", c.Trace, c.Policy, c.Admission, c.CapacityTokens, c.SSDCapacityTokens, c.S3CapacityTokens)
+				row["s3_capacity_tokens"] = c.S3CapacityTokens
+				row["s3_hit_bytes"] = c.S3Hits * BlockBytes
+			}
 			row["admission"] = c.Admission
 			row["ssd_capacity_tokens"] = c.SSDCapacityTokens
 			row["ssd_write_bytes"] = c.SSDWrites * BlockBytes

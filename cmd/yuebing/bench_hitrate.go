@@ -22,6 +22,7 @@ func newBenchHitrateCmd() *cobra.Command {
 		plot        string
 		workers     int
 		ssdCap      string
+		s3Cap       string
 		admissions  string
 	)
 	cmd := &cobra.Command{
@@ -61,6 +62,9 @@ same capacity as their baseline. See docs/policies.md.`,
 			if opts.Capacities == nil {
 				opts.Capacities = []int64{} // only "inf": just the unbounded rows
 			}
+			if s3Cap != "" && ssdCap == "" {
+				return usageErrorf("--s3-capacity needs --ssd-capacity: the S3 tier takes what SSD evicts")
+			}
 			if ssdCap != "" {
 				n, err := parseTokenCount(ssdCap)
 				if err != nil {
@@ -70,6 +74,11 @@ same capacity as their baseline. See docs/policies.md.`,
 					return usageErrorf("--ssd-capacity: %s tokens is less than one %d-token block", ssdCap, bench.TraceBlockTokens)
 				}
 				opts.SSDCapacity = n
+				if s3Cap != "" {
+					if opts.S3Capacity, err = parseTokenCount(s3Cap); err != nil || opts.S3Capacity < bench.TraceBlockTokens {
+						return usageErrorf("--s3-capacity: %q: want a token count of at least one %d-token block", s3Cap, bench.TraceBlockTokens)
+					}
+				}
 				opts.Admissions = splitList(admissions)
 				for _, a := range opts.Admissions {
 					if !slices.Contains(hitrate.Admissions, a) {
@@ -112,6 +121,7 @@ same capacity as their baseline. See docs/policies.md.`,
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"results":[...]} instead of a table`)
 	f.StringVar(&plot, "plot", "", "also draw hit rate against capacity, one panel per trace, to this PNG file")
 	f.StringVar(&ssdCap, "ssd-capacity", "", "add an SSD of this many tokens below each capacity's DRAM (LRU both) and one row per SSD admission policy, with ssd_write_bytes and ssd_hit_bytes")
+	f.StringVar(&s3Cap, "s3-capacity", "", "with --ssd-capacity: add an S3 tier of this many tokens below the SSD, taking every block SSD evicts, and report s3_hit_bytes")
 	f.StringVar(&admissions, "ssd-admission", strings.Join(hitrate.Admissions, ","), "SSD admission policies compared with --ssd-capacity: all (write every DRAM eviction, as today), reuse, seen-twice")
 	f.IntVar(&workers, "workers", 0, "simulations run at once (default: GOMAXPROCS)")
 	f.BoolVar(&throughTier, "through-tier", false, "also replay every policy through a real DRAM tier (64-byte values) and report tier_hit_rate")
