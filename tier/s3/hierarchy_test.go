@@ -50,7 +50,7 @@ func TestHierarchyOverS3(t *testing.T) {
 	px := s3test.NewProxy(t, srv)
 	o := opts(srv, 64<<20)
 	o.Endpoint = px.Endpoint
-	o.RequestTimeout = 300 * time.Millisecond
+	o.RequestTimeout = 2 * time.Second // the race detector slows requests
 	h, st := hierarchy(t, o)
 	const n, size = 40, 100_000 // 4 MB through 1 MB of DRAM
 	for i := range n {

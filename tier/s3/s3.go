@@ -235,9 +235,10 @@ func (t *Tier) put(ctx context.Context, key block.Key, value []byte, sum uint32,
 			break
 		}
 		if t.mu.health.Degraded && t.opts.WhenDegraded == "drop" {
+			cause := t.mu.health.Cause
 			t.mu.Unlock()
 			t.dropped.Add(1)
-			return fmt.Errorf("%w: s3 degraded (%s), %d bytes waiting for upload", tier.ErrUnavailable, t.mu.health.Cause, int64(t.opts.MaxPending))
+			return fmt.Errorf("%w: s3 degraded (%s), %d bytes waiting for upload", tier.ErrUnavailable, cause, int64(t.opts.MaxPending))
 		}
 		room := t.mu.room
 		t.mu.Unlock()

@@ -345,7 +345,7 @@ func TestFaultsDegradeAndRecover(t *testing.T) {
 			px.Delay = 3 * time.Second
 			o := opts(srv, 64<<20)
 			o.Endpoint = px.Endpoint
-			o.RequestTimeout = 300 * time.Millisecond
+			o.RequestTimeout = time.Second
 			o.MaxPending = o.SegmentSize
 			tr := open(t, o)
 			putN(t, tr, 0, 10, 10_000)
@@ -397,7 +397,7 @@ func TestFaultsDegradeAndRecover(t *testing.T) {
 func TestServerKilledAndRestarted(t *testing.T) {
 	srv := s3test.Start(t)
 	o := opts(srv, 64<<20)
-	o.RequestTimeout = 300 * time.Millisecond
+	o.RequestTimeout = time.Second
 	o.WhenDegraded = "wait"
 	tr := open(t, o)
 	putN(t, tr, 0, 10, 10_000)
