@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -36,6 +37,11 @@ type shmItem struct {
 	// Key or Name (an object of the request's namespace) names the block.
 	Key  *block.Key `json:"key,omitempty"`
 	Name string     `json:"name,omitempty"`
+	// Region, when set, names a buffer of the client's own that the
+	// session registered (staging.Session.Region): Offset and Length are a
+	// range of it instead of the segment, and the block moves straight
+	// between it and the store.
+	Region uint32 `json:"region,omitempty"`
 	// Offset and Length are the range of the segment: a get copies the
 	// block into it (the block must fit), a put stores it.
 	Offset int64 `json:"offset"`
@@ -145,7 +151,7 @@ func (a *API) shmGet(c *gin.Context) {
 		return
 	}
 	defer release()
-	c.JSON(http.StatusOK, a.shmGetItems(c.Request.Context(), principal(c), req, ts, sess.Bytes()))
+	c.JSON(http.StatusOK, a.shmGetItems(c.Request.Context(), principal(c), req, ts, sess))
 }
 
 func (a *API) shmPut(c *gin.Context) {
@@ -154,7 +160,7 @@ func (a *API) shmPut(c *gin.Context) {
 		return
 	}
 	defer release()
-	c.JSON(http.StatusOK, a.shmPutItems(c.Request.Context(), req, ts, sess.Bytes()))
+	c.JSON(http.StatusOK, a.shmPutItems(c.Request.Context(), req, ts, sess))
 }
 
 // shmOp is a request on a staging session's own socket: the same as the
@@ -183,9 +189,9 @@ func (a *API) ServeShm(ctx context.Context, sess *staging.Session, line []byte) 
 	switch {
 	case err != nil:
 	case req.Op == "get":
-		out = a.shmGetItems(ctx, p, req.shmRequest, ts, sess.Bytes())
+		out = a.shmGetItems(ctx, p, req.shmRequest, ts, sess)
 	case req.Op == "put":
-		out = a.shmPutItems(ctx, req.shmRequest, ts, sess.Bytes())
+		out = a.shmPutItems(ctx, req.shmRequest, ts, sess)
 	default:
 		err = fmt.Errorf("%w: op %q: want get or put", ErrBadRequest, req.Op)
 	}
@@ -197,10 +203,19 @@ func (a *API) ServeShm(ctx context.Context, sess *staging.Session, line []byte) 
 	return b
 }
 
-// span checks an item's range against the segment.
-func span(it shmItem, seg []byte) ([]byte, error) {
+// span checks an item's range against the segment, or the registered
+// region it names, and returns that range.
+func span(it shmItem, sess *staging.Session) ([]byte, error) {
+	seg, what := sess.Bytes(), "segment"
+	if it.Region != 0 {
+		var ok bool
+		if seg, ok = sess.Region(it.Region); !ok {
+			return nil, fmt.Errorf("%w: no region %d is registered in this session", ErrBadRequest, it.Region)
+		}
+		what = "region"
+	}
 	if it.Offset < 0 || it.Length < 0 || it.Offset > int64(len(seg)) || it.Length > int64(len(seg))-it.Offset {
-		return nil, fmt.Errorf("%w: range [%d, +%d) is outside the %d-byte segment", ErrBadRequest, it.Offset, it.Length, len(seg))
+		return nil, fmt.Errorf("%w: range [%d, +%d) is outside the %d-byte %s", ErrBadRequest, it.Offset, it.Length, len(seg), what)
 	}
 	return seg[it.Offset : it.Offset+it.Length], nil
 }
@@ -210,14 +225,14 @@ func itemError(err error) *errorDetail {
 	return &errorDetail{Code: code, Message: err.Error()}
 }
 
-// shmGetItems copies blocks into seg, each where its item says; one item
-// failing does not stop the others.
-func (a *API) shmGetItems(ctx context.Context, p auth.Principal, req shmRequest, ts []target, seg []byte) shmResponse {
+// shmGetItems copies blocks into the session's memory, each where its item
+// says; one item failing does not stop the others.
+func (a *API) shmGetItems(ctx context.Context, p auth.Principal, req shmRequest, ts []target, sess *staging.Session) shmResponse {
 	res := shmResponse{Results: make([]shmResult, len(ts))}
 	for i, t := range ts {
 		r := &res.Results[i]
 		r.Key = t.key
-		dst, err := span(req.Items[i], seg)
+		dst, err := span(req.Items[i], sess)
 		if err != nil {
 			r.Status, r.Error = "error", itemError(err)
 			continue
@@ -273,22 +288,24 @@ func (a *API) shmCopyOut(ctx context.Context, p auth.Principal, t target, it shm
 		if from < 0 || from > int64(len(data)) || it.Length > int64(len(data))-from {
 			return 0, 0, 0, fmt.Errorf("%w: bytes [%d, +%d) of a %d-byte block", ErrRange, from, it.Length, len(data))
 		}
-		return int64(copy(dst, data[from:from+it.Length])), h.Checksum(), lvl, nil
+		n, err := staging.Copy(dst, data[from:from+it.Length])
+		return int64(n), h.Checksum(), lvl, err
 	}
 	if len(data) > len(dst) {
 		return 0, 0, 0, fmt.Errorf("%w: the block has %d bytes, the buffer %d", ErrTooLarge, len(data), len(dst))
 	}
-	return int64(copy(dst, data)), h.Checksum(), lvl, nil
+	n, err := staging.Copy(dst, data)
+	return int64(n), h.Checksum(), lvl, err
 }
 
-// shmPutItems stores ranges of seg as blocks, each as its own put: one
-// that fails stores nothing and the next is still tried.
-func (a *API) shmPutItems(ctx context.Context, req shmRequest, ts []target, seg []byte) shmResponse {
+// shmPutItems stores ranges of the session's memory as blocks, each as its
+// own put: one that fails stores nothing and the next is still tried.
+func (a *API) shmPutItems(ctx context.Context, req shmRequest, ts []target, sess *staging.Session) shmResponse {
 	res := shmResponse{Results: make([]shmResult, len(ts))}
 	for i, t := range ts {
 		r := &res.Results[i]
 		r.Key = t.key
-		src, err := span(req.Items[i], seg)
+		src, err := span(req.Items[i], sess)
 		if err == nil && req.Items[i].Length > int64(a.limits.MaxBlockSize) {
 			err = fmt.Errorf("%w: block of %d bytes, limits.max_block_size is %d", ErrTooLarge, req.Items[i].Length, a.limits.MaxBlockSize)
 		}
@@ -303,7 +320,7 @@ func (a *API) shmPutItems(ctx context.Context, req shmRequest, ts []target, seg 
 		opts := tier.PutOptions{Meta: meta, PinnedUntil: a.contexts.pinFor(t.key, t.ns)}
 		// The segment is the client's to change at any time: the store
 		// copies it once, and the checksum is of that copy.
-		put, err := a.storeBlock(ctx, t, int64(len(src)), bytes.NewReader(src), opts)
+		put, err := a.storeBlock(ctx, t, int64(len(src)), &shmReader{b: src}, opts)
 		if err != nil {
 			r.Status, r.Error = "error", itemError(err)
 			continue
@@ -318,6 +335,19 @@ func (a *API) shmPutItems(ctx context.Context, req shmRequest, ts []target, seg 
 		}
 	}
 	return res
+}
+
+// shmReader reads the client's memory as bytes.Reader does, through
+// staging.Copy.
+type shmReader struct{ b []byte }
+
+func (r *shmReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n, err := staging.Copy(p, r.b)
+	r.b = r.b[n:]
+	return n, err
 }
 
 type clearRequest struct {

@@ -5,6 +5,9 @@ while the node copies between the mapping and its store."""
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
+import itertools
 import json
 import mmap
 import os
@@ -67,6 +70,10 @@ class Staging:
         self._free = [(0, size)]  # sorted, merged (offset, length)
         self._cond = threading.Condition()
         self._closed = False
+        # Registered client buffers: MemfdBuffer.serial -> the node's id.
+        self._regions: dict[int, int] = {}
+        self._regions_lock = threading.Lock()
+        self._no_regions: Exception | None = None
 
     def call(self, payload: dict) -> dict:
         """Sends one request line on the session's socket and returns the
@@ -93,6 +100,51 @@ class Staging:
             e = out["error"]
             raise error_for(0, e.get("code", "unknown"), e.get("message", ""))
         return out
+
+    def register(self, buf: "MemfdBuffer") -> int:
+        """The node's region id of buf, registering it on first use: the
+        node maps buf's memfd and copies blocks straight into (and out
+        of) it. Raises BadRequest where the node cannot (an older node,
+        a refused descriptor) and remembers that for the session."""
+        with self._regions_lock:
+            rid = self._regions.get(buf.serial)
+            if rid is not None:
+                return rid
+            if self._no_regions is not None:
+                raise self._no_regions
+            line = json.dumps({"op": "register", "size": buf.size}).encode() + b"\n"
+            with self._call_lock:
+                if self._closed:
+                    raise ConnectionFailed(0, "closed", "the shared-memory session is closed")
+                try:
+                    socket.send_fds(self.sock, [line], [buf.fd])
+                    ans = self._rfile.readline()
+                    if not ans.endswith(b"\n"):
+                        raise ConnectionFailed(0, "shm", "the node closed the session")
+                except BaseException as e:
+                    self._broken()
+                    if isinstance(e, OSError):
+                        raise ConnectionFailed(0, "shm", f"session socket: {e}") from e
+                    raise
+            out = json.loads(ans)
+            if "error" in out or not out.get("region"):
+                e = out.get("error") or {}
+                err = error_for(0, e.get("code", "bad_request"), e.get("message", "no region in the answer"))
+                if e.get("code") != "overloaded":
+                    self._no_regions = err
+                raise err
+            self._regions[buf.serial] = out["region"]
+            buf._sessions.append(self)
+            return out["region"]
+
+    def unregister(self, buf: "MemfdBuffer") -> None:
+        with self._regions_lock:
+            rid = self._regions.pop(buf.serial, None)
+        if rid is not None and not self._closed:
+            try:
+                self.call({"op": "unregister", "region": rid})
+            except Exception:  # the session's end unmaps it anyway
+                pass
 
     def _broken(self) -> None:
         with self._cond:
@@ -156,3 +208,41 @@ class Staging:
             self._rfile.close()
         finally:
             self.sock.close()
+
+
+_serials = itertools.count(1)
+
+
+class MemfdBuffer:
+    """size bytes of zeroed, page-aligned memory backed by a memfd sealed
+    against resizing, so a node on this host can map the same pages
+    (Staging.register) and write blocks into them directly. ``ptr`` is its
+    address; ``close`` unmaps it here and unregisters it from the sessions
+    that use it."""
+
+    def __init__(self, size: int, name: str = "yuebing-buffer"):
+        fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, size)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+            self.mm = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        self.size = size
+        self.serial = next(_serials)
+        self.ptr = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
+        self._sessions: list[Staging] = []
+
+    def close(self) -> None:
+        for st in self._sessions:
+            st.unregister(self)
+        self._sessions = []
+        try:
+            self.mm.close()
+        except BufferError:
+            pass  # a view is still alive: the mapping goes with it
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

@@ -3,9 +3,12 @@
     python3 -m yuebing.bench --url http://127.0.0.1:8080 [--json] [--quick]
 
 For each value size (64 KiB, 1 MiB, 4 MiB by default) it times
-MooncakeDistributedStore.get_into and put_from over shared memory and over
-the socket, and, as the baseline of the same run (taking turns with them,
-best round of each), a raw Python client that
+MooncakeDistributedStore.get_into and put_from over shared memory (path
+"shm": buffers registered by address, moved through the staging segment;
+path "registered": memory from MooncakeHostMemAllocator, which the node maps
+and writes itself) and over the socket, and, as the baselines of the same
+run (taking turns with them, best round of each), ctypes.memmove of the same
+bytes between two buffers (rows' ``vs_memcpy``) and a raw Python client that
 moves the same bytes to and from a loopback server process with
 ``socket.recv_into`` / ``sendall`` (one request header, then the bytes; no
 HTTP, no store). Rows carry gbps, baseline, baseline_gbps and ratio; shm rows
@@ -24,7 +27,7 @@ import struct
 import sys
 import time
 
-from .mooncake import MooncakeDistributedStore
+from .mooncake import MooncakeDistributedStore, MooncakeHostMemAllocator
 
 _REQ = struct.Struct("<cQ")  # op (G or P), length
 
@@ -120,6 +123,18 @@ def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.s
     for s in stores.values():
         s.register_buffer(ps, biggest)
         s.register_buffer(pd, biggest)
+    # path -> (store, source, destination)
+    paths = {path: (s, ps, pd) for path, s in stores.items()}
+    allocator = MooncakeHostMemAllocator()
+    held = []
+    if "shm" in stores:
+        rs, rd = allocator.alloc(biggest), allocator.alloc(biggest)
+        held = [x for x in (rs, rd) if x]
+        if rs and rd:
+            ctypes.memmove(rs, ps, biggest)
+            stores["shm"].register_buffer(rs, biggest)
+            stores["shm"].register_buffer(rd, biggest)
+            paths["registered"] = (stores["shm"], rs, rd)
     rows = []
     try:
         for size in sizes:
@@ -127,43 +142,48 @@ def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.s
             msrc = memoryview(src).cast("B")[:size]
             mdst = memoryview(dst).cast("B")[:size]
             print(f"bench: {_fmt_size(size)}: {rounds} rounds of {iters} calls per contender", file=progress)
-            gets = {"raw": lambda: raw.get(mdst)}
-            puts = {"raw": lambda: raw.put(msrc)}
+            copy = lambda: ctypes.memmove(pd, ps, size)  # noqa: E731
+            gets = {"raw": lambda: raw.get(mdst), "memcpy": copy}
+            puts = {"raw": lambda: raw.put(msrc), "memcpy": copy}
             seq = iter(range(1 << 62))
-            for path, s in stores.items():
-                key = f"get-{size}"
-                if s.put_from(key, ps, size) != 0:
+            for path, (s, src_p, dst_p) in paths.items():
+                key = f"get-{path}-{size}"
+                if s.put_from(key, src_p, size) != 0:
                     raise SystemExit("bench: put_from failed")
 
-                def get(s=s, key=key):
-                    n = s.get_into(key, pd, size)
+                def get(s=s, key=key, dst_p=dst_p):
+                    n = s.get_into(key, dst_p, size)
                     if n != size:
                         raise SystemExit(f"bench: get_into returned {n}")
 
-                def put(s=s, path=path):
+                def put(s=s, path=path, src_p=src_p):
                     # A new key each time: a put of a stored key is not rewritten.
-                    rc = s.put_from(f"put-{path}-{size}-{next(seq)}", ps, size)
+                    rc = s.put_from(f"put-{path}-{size}-{next(seq)}", src_p, size)
                     if rc != 0:
                         raise SystemExit(f"bench: put_from returned {rc}")
 
                 gets[path], puts[path] = get, put
             results = {"get_into": _race(gets, iters, rounds)}
-            if ctypes.string_at(pd, size) != ctypes.string_at(ps, size):
-                raise SystemExit("bench: get_into read back other bytes")
+            for _, src_p, dst_p in paths.values():
+                if ctypes.string_at(dst_p, size) != ctypes.string_at(src_p, size):
+                    raise SystemExit("bench: get_into read back other bytes")
             results["put_from"] = _race(puts, iters, rounds)
             for s in stores.values():
                 s.remove_all()  # keeps the node's memory for the next size
             for op, t in results.items():
-                for path in stores:
+                for path in paths:
                     gbps = size / t[path] / 1e9
                     row = {"name": f"{op}/{_fmt_size(size)}/{path}", "op": op, "size": size, "path": path,
                            "calls": iters * rounds, "us_per_call": round(t[path] * 1e6, 1), "gbps": round(gbps, 3),
                            "baseline": "raw socket " + ("recv_into" if op == "get_into" else "sendall"),
                            "baseline_gbps": round(size / t["raw"] / 1e9, 3), "ratio": round(t["raw"] / t[path], 3)}
-                    if path == "shm" and "socket" in stores:
+                    row["vs_memcpy"] = round(t["memcpy"] / t[path], 3)
+                    if path != "socket" and "socket" in stores:
                         row["vs_socket_path"] = round(t["socket"] / t[path], 3)
                     rows.append(row)
     finally:
+        for p in held:
+            allocator.free(p)
         for s in stores.values():
             s.close()
         raw.s.close()
@@ -174,12 +194,12 @@ def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.s
 
 
 def _table(rows: list[dict]) -> str:
-    head = f"{'name':<24} {'us/call':>9} {'GB/s':>7} {'raw GB/s':>9} {'ratio':>6} {'vs socket':>9}"
+    head = f"{'name':<28} {'us/call':>9} {'GB/s':>7} {'raw GB/s':>9} {'ratio':>6} {'vs memcpy':>9} {'vs socket':>9}"
     lines = [head]
     for r in rows:
         vs = f"{r['vs_socket_path']:.2f}x" if "vs_socket_path" in r else ""
-        lines.append(f"{r['name']:<24} {r['us_per_call']:>9.1f} {r['gbps']:>7.2f} {r['baseline_gbps']:>9.2f} "
-                     f"{r['ratio']:>5.2f}x {vs:>9}")
+        lines.append(f"{r['name']:<28} {r['us_per_call']:>9.1f} {r['gbps']:>7.2f} {r['baseline_gbps']:>9.2f} "
+                     f"{r['ratio']:>5.2f}x {r['vs_memcpy']:>8.2f}x {vs:>9}")
     return "\n".join(lines)
 
 

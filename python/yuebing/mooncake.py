@@ -23,12 +23,12 @@ import ctypes
 import enum
 import json
 import math
-import mmap
 import os
 import re
 import threading
 
-from .client import Client
+from ._shm import MemfdBuffer, Staging
+from .client import Client, Item
 from .errors import (BadRequest, ChecksumMismatch, Conflict, ConnectionFailed, Forbidden, NoSpace, NotFound,
                      Overloaded, TooLarge, Unauthenticated, Unavailable, YuebingError)
 from .keys import opaque_key
@@ -171,11 +171,29 @@ class BufferHandle(bytearray):
         return ctypes.addressof((ctypes.c_char * len(self)).from_buffer(self))
 
 
-# Memory from MooncakeHostMemAllocator: address -> its mapping. The
+# Memory from MooncakeHostMemAllocator: address -> its memfd buffer. The
 # zero-copy calls of every store accept it as if registered, since that is
-# what it is allocated for.
-_allocated: dict[int, mmap.mmap] = {}
+# what it is allocated for, and on this host the node writes it directly.
+_allocated: dict[int, MemfdBuffer] = {}
 _allocated_lock = threading.Lock()
+
+
+def alloc_registrable(size: int) -> int:
+    """The address of size bytes the node on this host can write directly
+    (MooncakeHostMemAllocator().alloc): memory for register_buffer whose
+    get_into and put_from move each block with one copy, the node's, and
+    no staging segment between. 0 when it cannot be had."""
+    return MooncakeHostMemAllocator().alloc(size)
+
+
+def _memfd_of(ptr: int, size: int) -> tuple[MemfdBuffer, int] | None:
+    """The allocator's buffer holding [ptr, ptr+size), and ptr's offset in
+    it, or None."""
+    with _allocated_lock:
+        for base, b in _allocated.items():
+            if base <= ptr and ptr + size <= base + b.size:
+                return b, ptr - base
+    return None
 
 
 class MooncakeHostMemAllocator:
@@ -183,7 +201,8 @@ class MooncakeHostMemAllocator:
     address of size bytes of zeroed, page-aligned memory (0 when it cannot
     be had), ``free(ptr)`` gives it back (0, or INVALID_PARAMS for an
     address it did not hand out). The memory is usable with every store's
-    zero-copy calls without ``register_buffer``."""
+    zero-copy calls without ``register_buffer``. It is a sealed memfd: a
+    node on this host maps it and reads and writes blocks there itself."""
 
     def __init__(self, use_hugepage: bool | None = None, hugepage_size=None):
         self.use_hugepage = bool(use_hugepage)  # accepted; the kernel decides (transparent huge pages)
@@ -193,25 +212,19 @@ class MooncakeHostMemAllocator:
         if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
             return 0
         try:
-            m = mmap.mmap(-1, size)
+            m = MemfdBuffer(size, "mooncake-host-mem")
         except (OSError, ValueError, OverflowError):
             return 0
-        ptr = ctypes.addressof(ctypes.c_char.from_buffer(m))
         with _allocated_lock:
-            _allocated[ptr] = m
-        return ptr
+            _allocated[m.ptr] = m
+        return m.ptr
 
     def free(self, ptr: int) -> int:
         with _allocated_lock:
             m = _allocated.pop(ptr, None)
         if m is None:
             return int(ErrorCode.INVALID_PARAMS)
-        try:
-            m.close()
-        except BufferError:
-            # A view of it is still alive (a memoryview a caller kept): the
-            # mapping goes when that does.
-            pass
+        m.close()  # a view a caller kept keeps the mapping until it goes
         return 0
 
 
@@ -652,7 +665,7 @@ class MooncakeDistributedStore:
             ok = any(base <= ptr and ptr + size <= base + n for base, n in self._buffers.items())
         if not ok:
             with _allocated_lock:
-                ok = any(base <= ptr and ptr + size <= base + len(m) for base, m in _allocated.items())
+                ok = any(base <= ptr and ptr + size <= base + m.size for base, m in _allocated.items())
         if not ok:
             raise BadRequest(0, "bad_request", f"[{ptr:#x}, +{size}) is not inside a registered buffer")
         return memoryview((ctypes.c_char * size).from_address(ptr)).cast("B")
@@ -666,6 +679,9 @@ class MooncakeDistributedStore:
             return ErrorCode.INVALID_PARAMS
         if size == 0 and isinstance(buffer_ptr, int):
             return 0
+        if self._staging() is not None and isinstance(buffer_ptr, int) and isinstance(size, int) and \
+                _memfd_of(buffer_ptr, size) is not None:
+            return self._puts([key], [[buffer_ptr]], [[size]], config)[0]
         try:
             self._client().put(key, self._view(buffer_ptr, size), **self._put_opts(config))
             return self._pin([key], config)
@@ -684,6 +700,9 @@ class MooncakeDistributedStore:
         code (OBJECT_NOT_FOUND; INVALID_PARAMS when it does not fit)."""
         if not _key_ok(key):
             return ErrorCode.INVALID_PARAMS
+        if self._staging() is not None and isinstance(buffer_ptr, int) and isinstance(size, int) and \
+                _memfd_of(buffer_ptr, size) is not None:
+            return self._gets([key], [buffer_ptr], [size], [None])[0]
         try:
             return self._client().get_into(key, self._view(buffer_ptr, size))
         except (YuebingError, ValueError, TypeError) as e:
@@ -719,19 +738,39 @@ class MooncakeDistributedStore:
     def _puts(self, keys, ptrs, sizes, config) -> list[int]:
         out = [0] * len(keys)
         pending, views = [], []
+        opts = self._put_opts(config)
+        # Shared memory carries no retention class: those puts go by HTTP.
+        st = self._staging() if opts["retention"] is None else None
+        direct = []
         for i, k in enumerate(keys):
             try:
                 if not _key_ok(k):
                     raise BadRequest(0, "bad_request", f"key {k!r}")
                 if all(n == 0 for n in sizes[i]) and all(isinstance(p, int) for p in ptrs[i]):
                     continue  # nothing to store: Mooncake's no-op
-                views.append(self._joined(ptrs[i], sizes[i]))
-                pending.append(i)
+                v = self._joined(ptrs[i], sizes[i])
+                d = self._region(st, ptrs[i][0], len(v)) if st is not None and len(ptrs[i]) == 1 else None
+                if d is not None:
+                    direct.append((i, d[0], d[1], v))
+                else:
+                    views.append(v)
+                    pending.append(i)
             except YuebingError as e:
                 out[i] = _code(e)
+        if direct:
+            self._direct(st, "put", keys, direct, [None] * len(keys), out, opts["replicas"])
+            pinned = [keys[i] for i, _, _, _ in direct if out[i] == 0]
+            if pinned:
+                try:
+                    rc = self._pin(pinned, config)
+                except YuebingError as e:
+                    rc = _code(e)
+                for i, _, _, _ in direct:
+                    if rc and out[i] == 0:
+                        out[i] = rc
         if pending:
             try:
-                items = self._client().put_many([keys[i] for i in pending], views, **self._put_opts(config))
+                items = self._client().put_many([keys[i] for i in pending], views, **opts)
                 for i, it in zip(pending, items):
                     out[i] = _code(it.error) if it.error is not None else 0
                 pinned = [keys[i] for i in pending if out[i] == 0]
@@ -819,14 +858,23 @@ class MooncakeDistributedStore:
     def _gets(self, keys, ptrs, sizes, froms) -> list[int]:
         out = [0] * len(keys)
         pending, views = [], []
+        st = self._staging()
+        direct = []
         for i, (k, p, n) in enumerate(zip(keys, ptrs, sizes)):
             try:
                 if not _key_ok(k):
                     raise BadRequest(0, "bad_request", f"key {k!r}")
-                views.append(self._view(p, n))
-                pending.append(i)
+                v = self._view(p, n)
+                d = self._region(st, p, n) if st is not None else None
+                if d is not None:
+                    direct.append((i, d[0], d[1], v))
+                else:
+                    views.append(v)
+                    pending.append(i)
             except YuebingError as e:
                 out[i] = _code(e)
+        if direct:
+            self._direct(st, "get", keys, direct, froms, out)
         if pending:
             try:
                 items = self._client().get_many_into([keys[i] for i in pending], views, offsets=[froms[i] for i in pending])
@@ -836,6 +884,69 @@ class MooncakeDistributedStore:
                 for i in pending:
                     out[i] = _code(e)
         return [int(x) for x in out]
+
+    # -- the node writes registered memory itself ------------------------
+
+    # Items in one request on the session's socket: well under the node's
+    # limits.max_batch_keys (default 1024).
+    DIRECT_BATCH = 256
+
+    def _staging(self) -> Staging | None:
+        """The client's shared-memory session, when it has one."""
+        c = self._c
+        return c._usable_shm() if c is not None else None
+
+    @staticmethod
+    def _region(st: Staging, ptr: int, size: int) -> tuple[int, int] | None:
+        """(the node's region id, offset) of [ptr, ptr+size) when it lies
+        in memory from MooncakeHostMemAllocator that the node maps (it is
+        registered with the session on first use), else None: the call
+        then goes through the staging segment or the socket, as for any
+        registered buffer."""
+        m = _memfd_of(ptr, size)
+        if m is None:
+            return None
+        try:
+            return st.register(m[0]), m[1]
+        except YuebingError:
+            return None
+
+    def _direct(self, st: Staging, op: str, keys, direct, froms, out, replicas=None) -> None:
+        """Gets into or puts from registered regions: the node copies
+        between its store and the caller's memory, nothing in between.
+        direct holds (index, region, offset, view); out gets each code (a
+        get's bytes read). A get whose bytes fail their checksum is an
+        error, as on every path."""
+        c = self._client()
+        ns = c._ns(None)
+        for start in range(0, len(direct), self.DIRECT_BATCH):
+            run = direct[start:start + self.DIRECT_BATCH]
+            items = []
+            for i, rid, off, mv in run:
+                it = {"name": keys[i], "region": rid, "offset": off, "length": len(mv)}
+                if froms[i] is not None:
+                    it["from"] = froms[i]
+                items.append(it)
+            payload = {"op": op, "namespace": ns, "items": items}
+            if replicas:
+                payload["replicas"] = replicas
+            try:
+                res = st.call(payload)["results"]
+            except YuebingError as e:
+                for i, _, _, _ in run:
+                    out[i] = _code(e)
+                continue
+            for (i, _, _, mv), x in zip(run, res):
+                it = c._item(x)
+                if op == "put":
+                    out[i] = _code(it.error) if it.error is not None else 0
+                    continue
+                if it.status == "ok" and froms[i] is None:
+                    try:
+                        c._check(mv[:it.size], x.get("crc32c"))
+                    except ChecksumMismatch as e:
+                        it = Item(it.key, "error", error=e)
+                out[i] = _read_result(it)
 
     def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes) -> list:
         """Mooncake's buffer-major ranged read: results[i][j][k] is the
@@ -848,7 +959,7 @@ class MooncakeDistributedStore:
         with self._lock:
             bufs = list(self._buffers.items())
         with _allocated_lock:
-            bufs += [(b, len(m)) for b, m in _allocated.items()]
+            bufs += [(b, m.size) for b, m in _allocated.items()]
         results: list = []
         flat_keys, flat_ptrs, flat_sizes, flat_froms, where = [], [], [], [], []
         for i in range(n):

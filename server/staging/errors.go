@@ -18,6 +18,9 @@ var (
 	ErrHelloTimeout = errors.New("staging: no session request in time")
 	// ErrBadHello: the client's first line is not a valid request.
 	ErrBadHello = errors.New("staging: bad session request")
+	// ErrBadRegion: a register request's descriptor or size cannot be
+	// mapped safely, or an unregister names no region.
+	ErrBadRegion = errors.New("staging: bad region")
 	// ErrClosed: the server is shut down.
 	ErrClosed = errors.New("staging: closed")
 )

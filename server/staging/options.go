@@ -46,6 +46,13 @@ type Options struct {
 	// its newline). The session is held (its segment mapped) while it
 	// runs. Without it the client may send nothing more.
 	Handle func(ctx context.Context, s *Session, line []byte) []byte
+	// MaxRegions bounds the client buffers one session may register
+	// (region.go). Default 64.
+	MaxRegions int
+	// MaxRegionBytes bounds the registered regions of all sessions
+	// together: the server maps them, and a copy into a page the client
+	// has not touched yet allocates it here. Default 64 GiB.
+	MaxRegionBytes int64
 	// MaxRequestBytes bounds one request line. Default 8 MiB.
 	MaxRequestBytes int
 	// Logger. Default slog.Default().
@@ -78,6 +85,12 @@ func (o *Options) EnsureDefaults() {
 	if o.Authenticate == nil {
 		o.Authenticate = func(string) (string, any, error) { return "", nil, nil }
 	}
+	if o.MaxRegions == 0 {
+		o.MaxRegions = 64
+	}
+	if o.MaxRegionBytes == 0 {
+		o.MaxRegionBytes = 64 << 30
+	}
 	if o.MaxRequestBytes == 0 {
 		o.MaxRequestBytes = 8 << 20
 	}
@@ -97,6 +110,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxOwnerSessions <= 0 || o.MaxOwnerBytes <= 0 || o.MaxPending <= 0 || o.HelloTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("staging: limits must be positive: %d sessions and %d bytes per owner, %d pending connections, hello timeout %v", o.MaxOwnerSessions, o.MaxOwnerBytes, o.MaxPending, o.HelloTimeout))
+	}
+	if o.MaxRegions <= 0 || o.MaxRegionBytes <= 0 {
+		errs = append(errs, fmt.Errorf("staging: region limits must be positive: %d regions a session, %d bytes", o.MaxRegions, o.MaxRegionBytes))
 	}
 	if o.MaxSessionBytes > o.MaxBytes {
 		errs = append(errs, fmt.Errorf("staging: MaxSessionBytes %d exceeds MaxBytes %d", o.MaxSessionBytes, o.MaxBytes))

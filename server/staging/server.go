@@ -49,6 +49,8 @@ type Server struct {
 		open   int
 		used   int64
 		owners map[string]*ownerUse
+		// mapped is the bytes of every session's registered regions.
+		mapped int64
 		closed bool
 	}
 }
@@ -79,6 +81,11 @@ type Session struct {
 	// under a copy.
 	mu     sync.RWMutex
 	closed bool
+	// regions are the client's registered buffers (region.go), changed
+	// under mu held exclusively; regionCount is guarded by Server.mu.
+	regions     map[uint32]*region
+	nextRegion  uint32
+	regionCount int
 }
 
 // ID returns the session's ID.
@@ -264,7 +271,9 @@ func (s *Server) handle(p *pendingConn, el *list.Element) {
 // requests answers the session's request lines until the client hangs up
 // or sends a line over MaxRequestBytes.
 func (s *Server) requests(c *net.UnixConn, sess *Session) {
-	r := bufio.NewReaderSize(c, 64<<10)
+	f := &fdConn{c: c, oob: make([]byte, unix.CmsgSpace(maxFDs*4)), max: s.opts.MaxRegions}
+	defer f.close()
+	r := bufio.NewReaderSize(f, 64<<10)
 	w := bufio.NewWriterSize(c, 64<<10)
 	var line []byte
 	for {
@@ -285,9 +294,12 @@ func (s *Server) requests(c *net.UnixConn, sess *Session) {
 				return
 			}
 		}
-		sess.mu.RLock()
-		out := s.opts.Handle(s.ctx, sess, line)
-		sess.mu.RUnlock()
+		out, ok := s.regionRequest(f, sess, line)
+		if !ok {
+			sess.mu.RLock()
+			out = s.opts.Handle(s.ctx, sess, line)
+			sess.mu.RUnlock()
+		}
 		w.Write(out)
 		w.WriteByte('\n')
 		if w.Flush() != nil {
@@ -390,6 +402,7 @@ func (s *Server) free(sess *Session) {
 	s.mu.Unlock()
 	sess.mu.Lock()
 	sess.closed = true
+	s.freeRegionsLocked(sess)
 	// A client may keep its mapping (and the descriptor) after hanging
 	// up, which would keep every page alive past the session and let
 	// clients hold more than MaxBytes. Punching the whole file out frees

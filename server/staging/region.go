@@ -1,0 +1,279 @@
+package staging
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"runtime/debug"
+
+	"golang.org/x/sys/unix"
+)
+
+// Registered regions: a client maps its own memory from a memfd, passes
+// the descriptor on its session's socket with the line
+// {"op":"register","size":N} (SCM_RIGHTS, in the same sendmsg), and the
+// server maps it too. Requests then name byte ranges of the region
+// (Session.Region) and the server copies blocks straight into the client's
+// buffer, or stores them straight out of it: no staging copy on either
+// side. {"op":"unregister","region":ID} unmaps one; the session's end
+// unmaps them all.
+//
+// The region is the client's memory: the client may change it at any time,
+// and nothing the server does with it can reach other memory. Its size is
+// checked against the file (a file shorter than the region would make the
+// server's copies fault) and the file must be sealed against shrinking
+// (F_SEAL_SHRINK), so it cannot be cut short under a copy either.
+
+// maxFDs bounds the descriptors one read of the session socket takes:
+// more than the client needs for one request; the kernel closes the rest.
+const maxFDs = 4
+
+// region is one mapped client buffer.
+type region struct {
+	mem []byte
+}
+
+// fdConn reads a session's socket, keeping the descriptors that arrive
+// with its bytes, in order, for the register requests they go with.
+type fdConn struct {
+	c   *net.UnixConn
+	oob []byte
+	// fds are descriptors received and not yet claimed, at most max:
+	// older ones are closed to make room (a client that sends
+	// descriptors without requests cannot pile them up here).
+	fds []int
+	max int
+}
+
+func (f *fdConn) Read(p []byte) (int, error) {
+	n, oobn, _, _, err := f.c.ReadMsgUnix(p, f.oob)
+	if oobn > 0 {
+		f.keep(f.oob[:oobn])
+	}
+	return max(n, 0), err
+}
+
+func (f *fdConn) keep(oob []byte) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return
+	}
+	for _, m := range msgs {
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			unix.CloseOnExec(fd)
+			f.fds = append(f.fds, fd)
+			if len(f.fds) > f.max {
+				unix.Close(f.fds[0])
+				f.fds = f.fds[1:]
+			}
+		}
+	}
+}
+
+// take returns the oldest unclaimed descriptor, or -1.
+func (f *fdConn) take() int {
+	if len(f.fds) == 0 {
+		return -1
+	}
+	fd := f.fds[0]
+	f.fds = f.fds[1:]
+	return fd
+}
+
+func (f *fdConn) close() {
+	for _, fd := range f.fds {
+		unix.Close(fd)
+	}
+	f.fds = nil
+}
+
+// regionOp is a register or unregister request.
+type regionOp struct {
+	Op     string `json:"op"`
+	Size   int64  `json:"size"`
+	Region uint32 `json:"region"`
+}
+
+type regionAnswer struct {
+	Region uint32       `json:"region,omitempty"`
+	Size   int64        `json:"size,omitempty"`
+	Error  *answerError `json:"error,omitempty"`
+}
+
+// regionRequest answers line if it is a register or unregister request;
+// ok is false for any other request (Options.Handle's).
+func (s *Server) regionRequest(f *fdConn, sess *Session, line []byte) (out []byte, ok bool) {
+	// Cheap test first: every request passes here.
+	if !bytes.Contains(line, []byte(`register"`)) {
+		return nil, false
+	}
+	var op regionOp
+	if json.Unmarshal(line, &op) != nil || (op.Op != "register" && op.Op != "unregister") {
+		return nil, false
+	}
+	var ans regionAnswer
+	var err error
+	if op.Op == "register" {
+		ans.Region, err = s.register(sess, f.take(), op.Size)
+		ans.Size = op.Size
+	} else {
+		err = s.unregister(sess, op.Region)
+	}
+	if err != nil {
+		code := "bad_request"
+		if errors.Is(err, ErrLimit) {
+			code = "overloaded"
+		}
+		ans = regionAnswer{Error: &answerError{Code: code, Message: err.Error()}}
+	}
+	out, _ = json.Marshal(ans)
+	return out, true
+}
+
+// register maps the client's descriptor fd (closed here in every case) as
+// a region of size bytes of sess.
+func (s *Server) register(sess *Session, fd int, size int64) (uint32, error) {
+	if fd < 0 {
+		return 0, fmt.Errorf("%w: a register request carries the region's descriptor (SCM_RIGHTS, in the same message)", ErrBadRegion)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrBadRegion, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return 0, fmt.Errorf("%w: the descriptor is not a memory file (memfd)", ErrBadRegion)
+	case size <= 0 || size > st.Size:
+		return 0, fmt.Errorf("%w: size %d: want 1 to the file's %d bytes", ErrBadRegion, size, st.Size)
+	case int64(int(size)) != size:
+		return 0, fmt.Errorf("%w: size %d", ErrBadRegion, size)
+	}
+	// Only shmem (what memfd_create makes): a hugetlbfs file could run
+	// out of huge pages under a copy, which faults instead of failing.
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil || fs.Type != unix.TMPFS_MAGIC {
+		return 0, fmt.Errorf("%w: the descriptor is not a memfd of ordinary pages", ErrBadRegion)
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+		return 0, fmt.Errorf("%w: the file must be a memfd sealed against shrinking (F_SEAL_SHRINK)", ErrBadRegion)
+	}
+	if err := s.reserveRegion(sess, size); err != nil {
+		return 0, err
+	}
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		s.unreserveRegion(sess, size)
+		return 0, fmt.Errorf("%w: mapping it: %v", ErrBadRegion, err)
+	}
+	// Exclusive: no request reads the region table meanwhile.
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.closed {
+		unix.Munmap(mem)
+		s.unreserveRegion(sess, size)
+		return 0, ErrClosed
+	}
+	sess.nextRegion++
+	id := sess.nextRegion
+	if sess.regions == nil {
+		sess.regions = map[uint32]*region{}
+	}
+	sess.regions[id] = &region{mem: mem}
+	return id, nil
+}
+
+// unregister unmaps region id of sess, once no request copies into it.
+func (s *Server) unregister(sess *Session, id uint32) error {
+	sess.mu.Lock()
+	r, ok := sess.regions[id]
+	if ok {
+		delete(sess.regions, id)
+	}
+	sess.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: no region %d in this session", ErrBadRegion, id)
+	}
+	size := int64(len(r.mem))
+	unix.Munmap(r.mem)
+	s.unreserveRegion(sess, size)
+	return nil
+}
+
+// reserveRegion counts a region against MaxRegions and MaxRegionBytes.
+func (s *Server) reserveRegion(sess *Session, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case sess.regionCount >= s.opts.MaxRegions:
+		return fmt.Errorf("%w: %d regions are registered in this session, at most %d", ErrLimit, sess.regionCount, s.opts.MaxRegions)
+	case s.mu.mapped+size > s.opts.MaxRegionBytes:
+		return fmt.Errorf("%w: registered regions map %d of %d bytes", ErrLimit, s.mu.mapped, s.opts.MaxRegionBytes)
+	}
+	sess.regionCount++
+	s.mu.mapped += size
+	return nil
+}
+
+func (s *Server) unreserveRegion(sess *Session, size int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess.regionCount--
+	s.mu.mapped -= size
+}
+
+// freeRegions unmaps every region of sess; sess.mu is held exclusively.
+func (s *Server) freeRegionsLocked(sess *Session) {
+	for id, r := range sess.regions {
+		size := int64(len(r.mem))
+		unix.Munmap(r.mem)
+		s.unreserveRegion(sess, size)
+		delete(sess.regions, id)
+	}
+}
+
+// Region returns region id of the session (0 is none: requests name the
+// segment then), valid while the session is acquired.
+func (s *Session) Region(id uint32) ([]byte, bool) {
+	r, ok := s.regions[id]
+	if !ok {
+		return nil, false
+	}
+	return r.mem, true
+}
+
+// Regions reports the regions registered and the bytes they map, over all
+// sessions.
+func (s *Server) Regions() (bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.mapped
+}
+
+// Copy copies src to dst as the builtin does, where one of them is a
+// client's region: should the client's memory fault under the copy anyway
+// (a way around the checks at registration this package does not know
+// of), the copy fails with ErrBadRegion instead of the process dying.
+func Copy(dst, src []byte) (n int, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if re, ok := r.(runtime.Error); ok {
+				if _, fault := re.(interface{ Addr() uintptr }); fault {
+					n, err = 0, fmt.Errorf("%w: the client's memory faulted: %v", ErrBadRegion, re)
+					return
+				}
+			}
+			panic(r)
+		}
+	}()
+	return copy(dst, src), nil
+}
