@@ -42,7 +42,7 @@ func BenchmarkRouterChat4k(b *testing.B) {
 	r, err := New(Options{Model: testModel, Namespace: testNS, BlockSize: testBS, Tokenize: TokenizeLocal, ProbeInterval: time.Hour,
 		// The engine's time is scaled down: nothing it is sent is too much.
 		Scheduler: scheduler.Options{Rejection: scheduler.RejectNone},
-		Engines: []Engine{{ID: "e0", URL: eng.URL}}, Logger: quietLogger()})
+		Engines:   []Engine{{ID: "e0", URL: eng.URL}}, Logger: quietLogger()})
 	if err != nil {
 		b.Fatal(err)
 	}
