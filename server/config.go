@@ -19,6 +19,7 @@ import (
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/internal/bytesize"
 	"github.com/yuebing/yuebing/scheduler"
+	"github.com/yuebing/yuebing/tier/dram"
 	"github.com/yuebing/yuebing/tier/policy"
 	"github.com/yuebing/yuebing/tier/s3"
 )
@@ -137,26 +138,12 @@ type ShmConfig struct {
 	MaxRegionBytes ByteSize `yaml:"max_region_bytes"`
 }
 
-// DRAMConfig configures the DRAM tier.
+// DRAMConfig configures the DRAM tier: dram.Options' settings, and the
+// capacity, whose default the server derives from the machine.
 type DRAMConfig struct {
 	// Capacity of the arena. Default (0): min(4 GiB, 25% of RAM).
-	Capacity ByteSize `yaml:"capacity"`
-	// Policy is the eviction policy, one of policy.Names. Default lru.
-	Policy string `yaml:"policy"`
-	// EagerChecksum computes each block's CRC-32C as it is written
-	// instead of on first use. Default false.
-	EagerChecksum bool `yaml:"eager_checksum"`
-	// Prefault populates the whole arena before the node starts serving:
-	// start-up takes longer and the arena is resident at once. Default
-	// false: the arena's memory is committed as blocks are stored, so an
-	// idle node stays small, and first puts into fresh pages meet page
-	// faults, which cost far more than the copy on virtual machines
-	// (docs/benchmarks.md).
-	Prefault bool `yaml:"prefault"`
-	// PrefaultBackground populates the whole arena in the background right
-	// after start: start-up stays instant and the arena becomes resident
-	// within seconds. Ignored with Prefault. Default false.
-	PrefaultBackground bool `yaml:"prefault_background"`
+	Capacity     ByteSize `yaml:"capacity"`
+	dram.Options `yaml:",inline"`
 }
 
 // SSDConfig configures the SSD tier, kept under DataDir/ssd.
@@ -393,9 +380,7 @@ func (c *Config) EnsureDefaults() {
 	if c.DRAM.Capacity == 0 {
 		c.DRAM.Capacity = ByteSize(defaultDRAMCapacity())
 	}
-	if c.DRAM.Policy == "" {
-		c.DRAM.Policy = "lru"
-	}
+	c.DRAM.ensureDefaults()
 	if c.Console.HistoryInterval == 0 {
 		c.Console.HistoryInterval = 5 * time.Second
 	}
@@ -480,6 +465,14 @@ func (c *ConductorConfig) ensureDefaults() {
 	if c.KVBytesPerToken == 0 {
 		c.KVBytesPerToken = d.KVBytesPerToken
 	}
+}
+
+// ensureDefaults fills the settings the dram section prints with
+// dram.Options' defaults.
+func (c *DRAMConfig) ensureDefaults() {
+	o := c.Options
+	o.EnsureDefaults()
+	c.Policy = o.Policy
 }
 
 func (l *Limits) ensureDefaults() {
@@ -713,12 +706,16 @@ func (c *Config) ApplyEnv(environ []string) (unknown []string, err error) {
 func collectEnvFields(v reflect.Value, prefix string, out map[string]reflect.Value) {
 	t := v.Type()
 	for i := range t.NumField() {
-		tag := t.Field(i).Tag.Get("yaml")
+		tag, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		f := v.Field(i)
+		if opts == "inline" {
+			collectEnvFields(f, prefix, out)
+			continue
+		}
 		if tag == "" || tag == "-" {
 			continue
 		}
 		name := prefix + "_" + strings.ToUpper(tag)
-		f := v.Field(i)
 		if f.Kind() == reflect.Struct {
 			collectEnvFields(f, name, out)
 			continue

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
 
 	"github.com/yuebing/yuebing/scheduler"
 )
@@ -241,5 +242,41 @@ func TestConductorFlagsNameFields(t *testing.T) {
 	err := RunConductor(t.Context(), o)
 	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "--threshold:") {
 		t.Fatalf("RunConductor = %v, want an error naming --threshold", err)
+	}
+}
+
+// TestConfigNamesKept pins the variables (and so the YAML names) of the
+// sections whose fields the packages' Options declare: users' files and
+// environments keep working as the fields move.
+func TestConfigNamesKept(t *testing.T) {
+	names := map[string]bool{}
+	for _, n := range EnvNames() {
+		names[n] = true
+	}
+	for _, n := range strings.Fields(`YUEBING_DRAM_CAPACITY YUEBING_DRAM_EAGER_CHECKSUM YUEBING_DRAM_POLICY
+		YUEBING_DRAM_PREFAULT YUEBING_DRAM_PREFAULT_BACKGROUND
+		YUEBING_SSD_CAPACITY YUEBING_SSD_COMPRESSION YUEBING_SSD_NO_SYNC`) {
+		if !names[n] {
+			t.Errorf("%s is gone", n)
+		}
+	}
+	var c Config
+	if _, err := c.ApplyEnv([]string{"YUEBING_DRAM_PREFAULT_BACKGROUND=true", "YUEBING_DRAM_EAGER_CHECKSUM=true", "YUEBING_DRAM_POLICY=fifo"}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.DRAM.BackgroundPrefault || !c.DRAM.EagerChecksum || c.DRAM.Policy != "fifo" {
+		t.Fatalf("dram section from the environment: %+v", c.DRAM)
+	}
+	c.DRAM.Capacity = 1 << 30
+	out, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Config
+	if err := yaml.Unmarshal(out, &back); err != nil || back.DRAM.Capacity != 1<<30 || !back.DRAM.BackgroundPrefault || back.DRAM.Policy != "fifo" {
+		t.Fatalf("dram section does not read back (%v):\n%s", err, out)
+	}
+	if strings.Contains(string(out), "max_wait") || strings.Contains(string(out), "logger") {
+		t.Fatalf("code-only options printed:\n%s", out)
 	}
 }

@@ -43,7 +43,7 @@ func BindConfigFlags(f *pflag.FlagSet, cfg *Config) *ConfigFlags {
 	f.StringVar(&c.DRAM.Policy, "dram-policy", "", "DRAM eviction policy (default lru)")
 	f.StringVar(&c.SSD.Compression, "ssd-compression", "", "SSD compression: none, s2 or zstd (default none)")
 	f.BoolVar(&c.DRAM.Prefault, "dram-prefault", false, "touch the whole DRAM arena at start (slower start, faster first puts; the whole arena is resident at once)")
-	f.BoolVar(&c.DRAM.PrefaultBackground, "dram-prefault-background", false, "touch the whole DRAM arena in the background after start (instant start; the whole arena is resident within seconds)")
+	f.BoolVar(&c.DRAM.BackgroundPrefault, "dram-prefault-background", false, "touch the whole DRAM arena in the background after start (instant start; the whole arena is resident within seconds)")
 	f.BoolVar(&c.SSD.NoSync, "ssd-no-sync", false, "acknowledge SSD writes before they are flushed to the device")
 	f.StringVar(&c.Auth.TokensFile, "auth-tokens-file", "", "YAML file of bearer tokens: token: {tenant: NAME, role: admin|tenant}")
 	f.BoolVar(&c.Insecure, "insecure", false, "allow a non-loopback listener without authentication")

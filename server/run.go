@@ -302,11 +302,10 @@ func newLogger(c LogConfig, w io.Writer) *slog.Logger {
 
 func openStore(cfg Config, logger *slog.Logger) (*tier.Hierarchy, error) {
 	maxBlock := int64(cfg.Limits.MaxBlockSize)
-	d, err := dram.New(dram.Options{
-		Capacity: int64(cfg.DRAM.Capacity), MaxBlockSize: min(maxBlock, int64(cfg.DRAM.Capacity)),
-		Policy: cfg.DRAM.Policy, EagerChecksum: cfg.DRAM.EagerChecksum, Prefault: cfg.DRAM.Prefault,
-		BackgroundPrefault: cfg.DRAM.PrefaultBackground, Logger: logger,
-	})
+	do := cfg.DRAM.Options
+	do.Capacity = int64(cfg.DRAM.Capacity)
+	do.MaxBlockSize, do.Logger = min(maxBlock, do.Capacity), logger
+	d, err := dram.New(do)
 	if err != nil {
 		return nil, fmt.Errorf("server: dram tier: %w", err)
 	}
@@ -449,6 +448,7 @@ func newStaging(c ShmConfig, tokens *auth.Tokens, handle func(context.Context, *
 		Listen: addr, MaxSessionBytes: int64(c.MaxSessionBytes), MaxBytes: int64(c.MaxBytes),
 		MaxSessions: c.MaxSessions, MaxOwnerSessions: perTenant, MaxOwnerBytes: perTenantBytes,
 		MaxPending: c.MaxPending, HelloTimeout: c.HelloTimeout, Logger: logger, Handle: handle,
+		MaxRegionBytes: int64(c.MaxRegionBytes),
 		Authenticate: func(token string) (string, any, error) {
 			// Wrong tokens count against the throttle HTTP and Redis share;
 			// a unix socket's peers have no address, so they are one

@@ -17,25 +17,27 @@ import (
 	"github.com/yuebing/yuebing/tier/policy"
 )
 
-// Options configures a DRAM tier.
+// Options configures a DRAM tier. A field with a YAML name is an
+// operator's setting, the dram section of yuebing serve's configuration
+// (YUEBING_DRAM_* variables); the others are set in code.
 type Options struct {
 	// Capacity of the arena in bytes. Required. Rounded down to 64 bytes.
-	Capacity int64
+	Capacity int64 `yaml:"-"`
 	// MaxBlockSize is the largest block accepted, in bytes. Default
 	// min(256 MiB, Capacity).
-	MaxBlockSize int64
+	MaxBlockSize int64 `yaml:"-"`
 	// Policy names the eviction policy (see policy.Names). Default "lru".
-	Policy string
+	Policy string `yaml:"policy"`
 	// MaxPinnedFraction bounds the share of Capacity that soft pins may hold,
 	// so pinned contexts cannot starve puts. Default 0.5.
-	MaxPinnedFraction float64
+	MaxPinnedFraction float64 `yaml:"-"`
 	// MaxWait bounds how long a put waits for evicted blocks still being
 	// read or demoted to give back their space, beyond which it returns
 	// ErrNoSpace. Default 10s; the put's context can end it sooner.
-	MaxWait time.Duration
+	MaxWait time.Duration `yaml:"-"`
 	// NoHugePages turns off transparent huge pages for the arena. Huge
 	// pages cut TLB misses on multi-megabyte blocks. Default false.
-	NoHugePages bool
+	NoHugePages bool `yaml:"-"`
 	// Prefault populates the whole arena before New returns, trading
 	// start-up time for no page faults on first writes. Default false: the
 	// arena's pages are committed as blocks are first stored in them, so an
@@ -43,14 +45,14 @@ type Options struct {
 	// write to a page costs a fault and zeroing, which on virtual machines
 	// runs at a few hundred MB/s (docs/benchmarks.md), an order of
 	// magnitude below copy bandwidth.
-	Prefault bool
+	Prefault bool `yaml:"prefault"`
 	// BackgroundPrefault populates the arena from a background goroutine
 	// after New returns, 16 MiB at a time (MADV_POPULATE_WRITE, which
 	// never changes a page's contents, so it is safe beside puts): start-up
 	// stays instant and puts soon find warm pages, but the whole capacity
 	// is resident within seconds. On kernels before 5.14 it stops at the
 	// first refusal. Ignored with Prefault. Default false.
-	BackgroundPrefault bool
+	BackgroundPrefault bool `yaml:"prefault_background"`
 	// EagerChecksum computes every block's CRC-32C as it is written. By
 	// default a block's checksum is computed the first time something needs
 	// it (a demotion to SSD, a transfer, a reader that asks) and kept:
@@ -58,13 +60,13 @@ type Options struct {
 	// would only add a second pass over memory to every put, about halving
 	// put bandwidth (docs/benchmarks.md). A put that carries a checksum is
 	// always verified before it commits.
-	EagerChecksum bool
+	EagerChecksum bool `yaml:"eager_checksum"`
 	// Name in stats and logs. Default "dram".
-	Name string
+	Name string `yaml:"-"`
 	// Now is the clock for soft pins. Default time.Now.
-	Now func() time.Time
+	Now func() time.Time `yaml:"-"`
 	// Logger. Default slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // EnsureDefaults fills in zero fields.
