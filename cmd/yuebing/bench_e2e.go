@@ -66,7 +66,7 @@ With --router the sample is replayed through the conductor's router instead
 				return usageErrorf("--scale, --time-scale, --compression and --duration must not be negative")
 			}
 			if layout != "" {
-				l, err := adapterPreset(layout, blockTokensArg)
+				l, err := e2e.PresetLayout(layout, blockTokensArg)
 				if err != nil {
 					return usageErrorf("--layout: %v", err)
 				}

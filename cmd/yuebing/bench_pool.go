@@ -5,7 +5,6 @@ import (
 	"github.com/yuebing/yuebing/bench/pool"
 
 	"github.com/yuebing/yuebing/bench"
-	"github.com/yuebing/yuebing/tier/policy"
 )
 
 func newBenchPoolCmd() *cobra.Command {
@@ -31,20 +30,11 @@ paper's setup: 10 nodes of 3M tokens.`,
 			if len(traces) == 0 {
 				return usageErrorf("--trace is required")
 			}
-			if nodes < 1 {
-				return usageErrorf("--nodes: %d, want at least 1", nodes)
-			}
-			c, err := parseTokenCount(capacity)
+			opts, err := pool.Flags{Nodes: nodes, Capacity: capacity, Policy: pol}.Options()
 			if err != nil {
-				return usageErrorf("--capacity: %v", err)
+				return usageError{err}
 			}
-			if c < bench.TraceBlockTokens {
-				return usageErrorf("--capacity: %s tokens is less than one %d-token block", capacity, bench.TraceBlockTokens)
-			}
-			if _, err := policy.New[int](pol, 1); err != nil {
-				return usageErrorf("--policy: %v", err)
-			}
-			opts := pool.Options{Nodes: nodes, NodeCapacity: c, Policy: pol, Progress: true}
+			opts.Progress = true
 			for _, path := range traces {
 				t, err := bench.OpenTrace(path)
 				if err != nil {

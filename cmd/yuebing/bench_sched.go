@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
-	"github.com/yuebing/yuebing/scheduler"
 )
 
 func newBenchSchedCmd() *cobra.Command {
@@ -46,80 +45,18 @@ runs their cross product at --speed.`,
 			if trace == "" {
 				return usageErrorf("--trace is required")
 			}
-			if prefill < 1 || decode < 1 || prefill+decode >= scheduler.MaxInstances {
-				return usageErrorf("--prefill, --decode: %d and %d; want at least 1 each and fewer than %d in all", prefill, decode, scheduler.MaxInstances)
+			sf := sched.Flags{
+				Policies: policies, Rejections: rejections, Custom: cmd.Flags().Changed("speed"),
+				Prefill: prefill, Decode: decode, Requests: requests,
+				OverloadPrefill: overloadP, OverloadDecode: overloadD,
+				Cache: cache, GlobalPool: pool, DecodeCapacity: decodeCap,
+				Speed: speed, OverloadSpeed: overloadSpeed, Bandwidth: bandwidth, Threshold: threshold,
+				TTFTSLO: ttftSLO, TBTSLO: tbtSLO, TD: td,
+				PrefillProfile: prefillProfile, DecodeProfile: decodeProfile,
 			}
-			if overloadP < 1 || overloadD < 1 || overloadP+overloadD >= scheduler.MaxInstances {
-				return usageErrorf("--overload-prefill, --overload-decode: %d and %d; want at least 1 each and fewer than %d in all", overloadP, overloadD, scheduler.MaxInstances)
-			}
-			if speed <= 0 || overloadSpeed <= 0 {
-				return usageErrorf("--speed, --overload-speed: want > 0")
-			}
-			if requests < 0 {
-				return usageErrorf("--requests: %d, want >= 0", requests)
-			}
-			if threshold < 1 {
-				return usageErrorf("--threshold: %v, want >= 1", threshold)
-			}
-			if bandwidth <= 0 {
-				return usageErrorf("--bandwidth: %v Gbps, want > 0", bandwidth)
-			}
-			if ttftSLO <= 0 || tbtSLO <= 0 || td < 0 {
-				return usageErrorf("--ttft-slo, --tbt-slo: want > 0; --td: want >= 0")
-			}
-			base := sched.Options{Prefill: prefill, Decode: decode, Speed: speed, Requests: requests}
-			var err error
-			if base.CacheTokens, err = parseTokenCount(cache); err != nil {
-				return usageErrorf("--cache: %v", err)
-			}
-			if base.CacheTokens < bench.TraceBlockTokens {
-				return usageErrorf("--cache: %s tokens is less than one %d-token block", cache, bench.TraceBlockTokens)
-			}
-			if base.GlobalPool, err = parseTokenCount(pool); err != nil {
-				return usageErrorf("--global-pool: %v", err)
-			}
-			if base.GlobalPool != 0 && base.GlobalPool < bench.TraceBlockTokens {
-				return usageErrorf("--global-pool: %s tokens is less than one block", pool)
-			}
-			if base.DecodeCapacity, err = parseTokenCount(decodeCap); err != nil || base.DecodeCapacity < 1 {
-				return usageErrorf("--decode-capacity: %q, want a token count like 1.2M", decodeCap)
-			}
-			base.Sched = scheduler.Options{
-				BalancingThreshold: threshold,
-				TTFTSLO:            ttftSLO,
-				TBTSLO:             tbtSLO,
-				Bandwidth:          bandwidth * 1e9 / 8,
-				DecodeTime:         td,
-			}
-			if err := loadProfiles(&base.Sched, prefillProfile, decodeProfile); err != nil {
-				return err
-			}
-			var cells []sched.Cell
-			if policies == "" && rejections == "" && !cmd.Flags().Changed("speed") {
-				cells = sched.Suite(base, sched.Options{Speed: overloadSpeed, Prefill: overloadP, Decode: overloadD})
-			} else {
-				ps, rs := splitList(policies), splitList(rejections)
-				if len(ps) == 0 {
-					ps = []string{"cache-global"}
-				}
-				if len(rs) == 0 {
-					rs = []string{"none"}
-				}
-				for _, pn := range ps {
-					p, err := scheduler.ParsePolicy(pn)
-					if err != nil {
-						return usageErrorf("--policy: %v", err)
-					}
-					for _, rn := range rs {
-						r, err := scheduler.ParseRejection(rn)
-						if err != nil {
-							return usageErrorf("--rejection: %v", err)
-						}
-						o := base
-						o.Policy, o.Rejection = p, r
-						cells = append(cells, sched.Cell{Experiment: "custom", Options: o})
-					}
-				}
+			cells, err := sf.Cells()
+			if err != nil {
+				return usageError{err}
 			}
 			t, err := bench.OpenTrace(trace)
 			if err != nil {

@@ -1,0 +1,50 @@
+package bench
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ParseTokenCount reads a token count as the bench flags take it: a whole
+// number with an optional decimal suffix K, M or G ("3M" is 3,000,000
+// tokens, as the paper counts), or a fractional one ("1.5M").
+func ParseTokenCount(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := 1.0
+	if s != "" {
+		switch s[len(s)-1] {
+		case 'k', 'K':
+			mult = 1e3
+		case 'm', 'M':
+			mult = 1e6
+		case 'g', 'G':
+			mult = 1e9
+		}
+		if mult != 1 {
+			s = s[:len(s)-1]
+		}
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil && mult == 1 {
+		if n < 0 {
+			return 0, fmt.Errorf("%q is negative", s)
+		}
+		return n, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || f*mult >= 1<<62 || f != f {
+		return 0, fmt.Errorf("%q is not a token count like 3000000, 512K, 3M or 1.5G", s)
+	}
+	return int64(f * mult), nil
+}
+
+// SplitList splits a comma-separated flag value, dropping empty items.
+func SplitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
