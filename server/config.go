@@ -22,6 +22,7 @@ import (
 	"github.com/yuebing/yuebing/tier/dram"
 	"github.com/yuebing/yuebing/tier/policy"
 	"github.com/yuebing/yuebing/tier/s3"
+	"github.com/yuebing/yuebing/tier/ssd"
 )
 
 // Config is everything `yuebing serve` needs. It is filled from defaults,
@@ -146,17 +147,15 @@ type DRAMConfig struct {
 	dram.Options `yaml:",inline"`
 }
 
-// SSDConfig configures the SSD tier, kept under DataDir/ssd.
+// SSDConfig configures the SSD tier, kept under DataDir/ssd: ssd.Options'
+// settings, and the capacity, whose default the server derives from the
+// data directory's filesystem.
 type SSDConfig struct {
 	// Capacity of the segment files. Default (0): min(64 GiB, 50% of the
 	// free disk of the data directory's filesystem, counting what the tier
 	// already holds as free).
-	Capacity ByteSize `yaml:"capacity"`
-	// Compression is none, s2 or zstd. Default none.
-	Compression string `yaml:"compression"`
-	// NoSync acknowledges puts to the SSD tier before they are flushed to
-	// the device. Default false.
-	NoSync bool `yaml:"no_sync"`
+	Capacity    ByteSize `yaml:"capacity"`
+	ssd.Options `yaml:",inline"`
 }
 
 // AuthConfig configures authentication.
@@ -387,9 +386,7 @@ func (c *Config) EnsureDefaults() {
 	if c.SSD.Capacity == 0 {
 		c.SSD.Capacity = ByteSize(defaultSSDCapacity(filepath.Join(c.DataDir, "ssd")))
 	}
-	if c.SSD.Compression == "" {
-		c.SSD.Compression = "none"
-	}
+	c.SSD.ensureDefaults()
 	if c.Limits.MaxBlockSize == 0 {
 		// The largest block some tier can take: small test and edge
 		// nodes work without setting it.
@@ -473,6 +470,14 @@ func (c *DRAMConfig) ensureDefaults() {
 	o := c.Options
 	o.EnsureDefaults()
 	c.Policy = o.Policy
+}
+
+// ensureDefaults fills the settings the ssd section prints with
+// ssd.Options' defaults.
+func (c *SSDConfig) ensureDefaults() {
+	o := c.Options
+	o.EnsureDefaults()
+	c.Compression = o.Compression
 }
 
 func (l *Limits) ensureDefaults() {

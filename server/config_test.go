@@ -276,7 +276,14 @@ func TestConfigNamesKept(t *testing.T) {
 	if err := yaml.Unmarshal(out, &back); err != nil || back.DRAM.Capacity != 1<<30 || !back.DRAM.BackgroundPrefault || back.DRAM.Policy != "fifo" {
 		t.Fatalf("dram section does not read back (%v):\n%s", err, out)
 	}
-	if strings.Contains(string(out), "max_wait") || strings.Contains(string(out), "logger") {
+	var s Config
+	if _, err := s.ApplyEnv([]string{"YUEBING_SSD_COMPRESSION=zstd", "YUEBING_SSD_NO_SYNC=true", "YUEBING_SSD_CAPACITY=2GiB"}); err != nil {
+		t.Fatal(err)
+	}
+	if s.SSD.Compression != "zstd" || !s.SSD.NoSync || s.SSD.Capacity != 2<<30 {
+		t.Fatalf("ssd section from the environment: %+v", s.SSD)
+	}
+	if strings.Contains(string(out), "keep_page_cache") || strings.Contains(string(out), "max_wait") || strings.Contains(string(out), "logger") {
 		t.Fatalf("code-only options printed:\n%s", out)
 	}
 }

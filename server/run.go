@@ -309,12 +309,11 @@ func openStore(cfg Config, logger *slog.Logger) (*tier.Hierarchy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: dram tier: %w", err)
 	}
-	s, err := ssd.Open(ssd.Options{
-		Dir: filepath.Join(cfg.DataDir, "ssd"), Capacity: int64(cfg.SSD.Capacity),
-		MaxBlockSize: min(maxBlock, int64(cfg.SSD.Capacity)/2),
-		Compression:  cfg.SSD.Compression, NoSync: cfg.SSD.NoSync, Logger: logger,
-		OfferEvicted: cfg.S3.Enabled(), // demoted to the S3 tier
-	})
+	so := cfg.SSD.Options
+	so.Dir, so.Capacity = filepath.Join(cfg.DataDir, "ssd"), int64(cfg.SSD.Capacity)
+	so.MaxBlockSize, so.Logger = min(maxBlock, so.Capacity/2), logger
+	so.OfferEvicted = cfg.S3.Enabled() // demoted to the S3 tier
+	s, err := ssd.Open(so)
 	if err != nil {
 		d.Close()
 		return nil, fmt.Errorf("server: ssd tier: %w", err)

@@ -12,70 +12,72 @@ import (
 	"github.com/yuebing/yuebing/tier/policy"
 )
 
-// Options configures an SSD tier.
+// Options configures an SSD tier. A field with a YAML name is an
+// operator's setting, the ssd section of yuebing serve's configuration
+// (YUEBING_SSD_* variables); the others are set in code.
 type Options struct {
 	// Dir holds the tier's files. Required. Segments go under Dir/segments,
 	// the index under Dir/index.
-	Dir string
+	Dir string `yaml:"-"`
 	// Capacity bounds the bytes of segment files. Required.
-	Capacity int64
+	Capacity int64 `yaml:"-"`
 	// Compression is "none", "s2" or "zstd". Default "none": KV tensors
 	// of bf16 or fp8 compress little (docs/benchmarks.md), while zero-heavy
 	// blocks (padding, sparse caches) compress well.
-	Compression string
+	Compression string `yaml:"compression"`
 	// SegmentSize is the size at which a segment is sealed and a new one
 	// started, and the unit of eviction. Default Capacity/64 clamped to
 	// [1 MiB, 64 MiB]. A block larger than this gets a segment of its own.
-	SegmentSize int64
+	SegmentSize int64 `yaml:"-"`
 	// MaxBlockSize is the largest block accepted. Default
 	// min(256 MiB, Capacity/2): a block must not displace the whole tier.
-	MaxBlockSize int64
+	MaxBlockSize int64 `yaml:"-"`
 	// NoSync acknowledges puts before their data is flushed to the device.
 	// Default false: a put returns only once it survives a crash.
-	NoSync bool
+	NoSync bool `yaml:"no_sync"`
 	// KeepPageCache leaves segment pages in the kernel's page cache after
 	// reads and durable writes. Default false: the tier drops them
 	// (posix_fadvise DONTNEED), as caches that use O_DIRECT do, because the
 	// DRAM tier is the cache; a second copy in the page cache would take
 	// memory the operator gave neither tier, and make SSD reads look faster
 	// than they are under memory pressure.
-	KeepPageCache bool
+	KeepPageCache bool `yaml:"-"`
 	// OfferEvicted hands the evict handler each evicted block's bytes, read
 	// back and verified before its segment is dropped, so a hierarchy can
 	// demote it to a tier below (S3). It costs a read of the evicted
 	// blocks. Default false: the handler gets nil handles (the SSD tier is
 	// the bottom, eviction means gone).
-	OfferEvicted bool
+	OfferEvicted bool `yaml:"-"`
 	// MaxPinnedFraction bounds the share of Capacity that soft pins may hold.
 	// Default 0.5.
-	MaxPinnedFraction float64
+	MaxPinnedFraction float64 `yaml:"-"`
 	// IndexCacheSize is pebble's block cache, in bytes. Default 8 MiB: the
 	// tier keeps its own in-memory map, pebble is read only at start-up.
-	IndexCacheSize int64
+	IndexCacheSize int64 `yaml:"-"`
 	// Policy is the per-block eviction policy of the pebble-values layout
 	// (OpenPebble). Default "lru". The segment layout evicts whole segments
 	// in least-recently-read order.
-	Policy string
+	Policy string `yaml:"-"`
 	// Files is the file layer under the segment files. Default OSFS{}.
 	// Tests set a faulty one (ssdtest.Disk).
-	Files FS
+	Files FS `yaml:"-"`
 	// IndexFS is the file system under the pebble index (and under the
 	// values of OpenPebble). Default vfs.Default. Tests wrap it with
 	// pebble's errorfs.
-	IndexFS vfs.FS
+	IndexFS vfs.FS `yaml:"-"`
 	// ProbeInterval is the first wait before a degraded tier checks the
 	// device again; each failed check doubles it up to MaxProbeInterval.
 	// Default 1s.
-	ProbeInterval time.Duration
+	ProbeInterval time.Duration `yaml:"-"`
 	// MaxProbeInterval bounds the wait between checks of a degraded
 	// tier's device. Default 30s.
-	MaxProbeInterval time.Duration
+	MaxProbeInterval time.Duration `yaml:"-"`
 	// Name in stats and logs. Default "ssd".
-	Name string
+	Name string `yaml:"-"`
 	// Now is the clock for soft pins. Default time.Now.
-	Now func() time.Time
+	Now func() time.Time `yaml:"-"`
 	// Logger. Default slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // EnsureDefaults fills in zero fields.
