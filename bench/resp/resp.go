@@ -66,10 +66,23 @@ type Options struct {
 	// (this process, with GOMAXPROCS set to match, and redis-server, which
 	// inherits its affinity), so that on a small machine the client and the
 	// server under test do not take CPU from each other. It needs taskset
-	// (util-linux) and at least two CPUs. redis-server then gets
-	// --io-threads 1 if it has a single CPU: its I/O threads busy-wait, and
-	// two on one CPU starve each other.
+	// (util-linux) and at least two CPUs. redis-server's --io-threads is
+	// RedisIOThreads either way.
 	Pin bool
+	// RedisIOThreads is redis-server's --io-threads, the same with and
+	// without Pin. Default 1: I/O threads busy-wait, so on a small machine
+	// more of them take CPU the benchmark client needs and inflate
+	// redis-server's CPU per request.
+	RedisIOThreads int
+	// FlowChunkBytes is the chunk size of the lmcache_flow row, LMCache's
+	// two-key redis:// flow (SET <k>kv_bytes and SET <k>metadata, then
+	// EXISTS, GET <k>metadata, GET <k>kv_bytes) over FlowClients
+	// connections, reported in chunks per second. Default
+	// DefaultFlowChunkBytes (QuickFlowChunkBytes with Quick); FlowClients
+	// defaults to 32. NoFlow leaves the row out.
+	FlowChunkBytes int64
+	FlowClients    int
+	NoFlow         bool
 	// Quick divides the requests by 10 and runs each case once.
 	Quick bool
 	// Progress, if set, is advanced once per redis-benchmark run.
@@ -88,6 +101,18 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.Clients == 0 {
 		o.Clients = 8
+	}
+	if o.RedisIOThreads == 0 {
+		o.RedisIOThreads = 1
+	}
+	if o.FlowChunkBytes == 0 {
+		o.FlowChunkBytes = DefaultFlowChunkBytes
+		if o.Quick {
+			o.FlowChunkBytes = QuickFlowChunkBytes
+		}
+	}
+	if o.FlowClients == 0 {
+		o.FlowClients = 32
 	}
 	if o.Pipeline == 0 {
 		o.Pipeline = 16
@@ -116,6 +141,8 @@ type respCase struct {
 	clients  int
 	tests    []string // redis-benchmark's -t, upper case
 	small    bool     // a small-value case: rows named op_size_cclients
+	command  []string // a command line instead of -t; its result is tests[0]
+	flow     bool     // the lmcache_flow case, driven by runFlow: requests chunks
 }
 
 func (o *Options) cases() []respCase {
@@ -140,8 +167,18 @@ func (o *Options) cases() []respCase {
 	}
 	for _, size := range o.SmallSizes {
 		for _, clients := range o.SmallClients {
-			cs = append(cs, respCase{size: size, pipeline: 1, requests: n, clients: clients, tests: []string{"SET", "GET", "INCR"}, small: true})
+			cs = append(cs, respCase{size: size, pipeline: 1, requests: n, clients: clients, tests: []string{"SET", "GET", "INCR"}, small: true},
+				// After the SET of the run before, so the key exists.
+				respCase{size: size, pipeline: 1, requests: n, clients: clients, tests: []string{"EXISTS"}, small: true,
+					command: []string{"exists", "key:__rand_int__"}})
 		}
+	}
+	if !o.NoFlow {
+		chunks := int(min(max(o.Bytes/o.FlowChunkBytes, int64(4*o.FlowClients)), 100000))
+		if o.Quick {
+			chunks = max(chunks/10, 2*o.FlowClients)
+		}
+		cs = append(cs, respCase{size: o.FlowChunkBytes, pipeline: 1, requests: chunks, clients: o.FlowClients, tests: []string{"LMCACHE_FLOW"}, flow: true})
 	}
 	return cs
 }
@@ -156,7 +193,7 @@ func Runs(o Options) int {
 // Run runs the same redis-benchmark command lines (SET and GET,
 // o.Clients connections) against yuebing's Redis front end, served in this
 // process over a DRAM + SSD store, and against redis-server started with
-// --save "" --appendonly no --io-threads 2, and reports yuebing's
+// --save "" --appendonly no --io-threads o.RedisIOThreads, and reports yuebing's
 // requests per second with redis-server's as the baseline.
 func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	o.ensureDefaults()
@@ -168,18 +205,17 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 		return nil, err
 	}
 	client := []string{o.RedisBenchmark}
-	ioThreads := 2
+	ioThreads := o.RedisIOThreads
 	if o.Pin {
 		taskset, err := lookTool("", "taskset", "util-linux")
 		if err != nil {
 			return nil, err
 		}
-		restore, cpus, err := pinServers()
+		restore, _, err := pinServers()
 		if err != nil {
 			return nil, err
 		}
 		defer restore()
-		ioThreads = min(ioThreads, cpus)
 		client = []string{taskset, "-c", "0", o.RedisBenchmark}
 	}
 	dir := o.Dir
@@ -222,12 +258,23 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 					addr = rs
 				}
 				before := cpu[who]()
-				res, err := runRedisBenchmark(ctx, client, addr, o.Threads, c)
+				var res map[string]float64
+				if c.flow {
+					var cps float64
+					cps, err = runFlow(ctx, addr, c.clients, c.requests, flowValue(c.size))
+					res = map[string]float64{"LMCACHE_FLOW": cps}
+				} else {
+					res, err = runRedisBenchmark(ctx, client, addr, o.Threads, c)
+				}
 				if err != nil {
 					return nil, fmt.Errorf("bench: redis-benchmark against %s, %d-byte values: %w", who, c.size, err)
 				}
 				// The tests of the run (SET and GET, and INCR) share the CPU time.
-				cpuPerOp[who] = append(cpuPerOp[who], float64((cpu[who]()-before).Microseconds())/float64(len(c.tests)*c.requests))
+				// The flow's client runs in this process, so yuebing's CPU
+				// would include it: its rows carry no CPU figures.
+				if !c.flow {
+					cpuPerOp[who] = append(cpuPerOp[who], float64((cpu[who]()-before).Microseconds())/float64(len(c.tests)*c.requests))
+				}
 				for test, rps := range res {
 					runs[who][test] = append(runs[who][test], rps)
 				}
@@ -240,6 +287,9 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 			ours, base := median(runs["yuebing"][test]), median(runs["redis-server"][test])
 			op := strings.ToLower(test)
 			name := fmt.Sprintf("%s_%d", op, c.size)
+			if c.flow {
+				name = op
+			}
 			if c.pipeline > 1 {
 				name += fmt.Sprintf("_p%d", c.pipeline)
 			}
@@ -273,6 +323,15 @@ func lookTool(path, name, pkg string) (string, error) {
 		return "", fmt.Errorf("bench: %s not found (Debian package %s): %w", name, pkg, err)
 	}
 	return p, nil
+}
+
+// flowValue is a chunk of size bytes.
+func flowValue(size int64) []byte {
+	v := make([]byte, size)
+	for i := range v {
+		v[i] = byte(i * 7)
+	}
+	return v
 }
 
 func median(xs []float64) float64 {
@@ -440,14 +499,18 @@ func startRedisServer(ctx context.Context, bin, dir string, ioThreads int) (addr
 // anything it prints to stderr is treated as a failure too.
 func runRedisBenchmark(ctx context.Context, bin []string, addr string, threads int, c respCase) (map[string]float64, error) {
 	host, port, _ := net.SplitHostPort(addr)
-	args := []string{"-h", host, "-p", port, "-t", strings.ToLower(strings.Join(c.tests, ",")), "-c", strconv.Itoa(c.clients), "-d", strconv.FormatInt(c.size, 10),
+	args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(c.clients), "-d", strconv.FormatInt(c.size, 10),
 		"-n", strconv.Itoa(c.requests), "--csv"}
+	if len(c.command) == 0 {
+		args = append(args, "-t", strings.ToLower(strings.Join(c.tests, ",")))
+	}
 	if c.pipeline > 1 {
 		args = append(args, "-P", strconv.Itoa(c.pipeline))
 	}
 	if threads > 0 {
 		args = append(args, "--threads", strconv.Itoa(threads))
 	}
+	args = append(args, c.command...)
 	cmd := exec.CommandContext(ctx, bin[0], append(bin[1:], args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -460,6 +523,12 @@ func runRedisBenchmark(ctx context.Context, bin []string, addr string, threads i
 	res, err := ParseRedisBenchmarkCSV(&out)
 	if err != nil {
 		return nil, err
+	}
+	if len(c.command) > 0 {
+		// The one line is named after the command line.
+		for _, rps := range res {
+			res = map[string]float64{c.tests[0]: rps}
+		}
 	}
 	for _, t := range c.tests {
 		if res[t] <= 0 {
