@@ -1,0 +1,107 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// A client's own memfd, registered on its session's socket, is where the
+// node reads puts from and writes gets to: the bytes arrive in the
+// client's buffer with no segment between, whole blocks only, and a range
+// past the region's end or another tenant's block writes nothing.
+func TestShmRegisteredRegion(t *testing.T) {
+	n := startNode(t, nodeOpts{auth: true, staging: true})
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: n.api.opts.Staging.Addr(), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "{\"token\":%q,\"size\":%d}\n", tokAlpha, 4096)
+	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(4))
+	nb, noob, _, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil || !bytes.Contains(buf[:nb], []byte(`"session"`)) {
+		t.Fatalf("hello: %q %v", buf[:nb], err)
+	}
+	if msgs, _ := unix.ParseSocketControlMessage(oob[:noob]); len(msgs) == 1 {
+		fds, _ := unix.ParseUnixRights(&msgs[0])
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	const size = 1 << 20
+	fd, err := unix.MemfdCreate("engine-buffer", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, size); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+
+	r := bufio.NewReader(c)
+	call := func(req string, rights []byte) string {
+		t.Helper()
+		if _, _, err := c.WriteMsgUnix([]byte(req+"\n"), rights, nil); err != nil {
+			t.Fatal(err)
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return line
+	}
+	if got := call(`{"op":"register","size":1048576}`, unix.UnixRights(fd)); !strings.Contains(got, `"region":1`) {
+		t.Fatalf("register: %s", got)
+	}
+	want := payload(9, 300000)
+	copy(mem[4096:], want)
+	if got := call(`{"op":"put","namespace":"alpha/llama","items":[{"name":"r","region":1,"offset":4096,"length":300000}]}`, nil); !strings.Contains(got, `"status":"created"`) {
+		t.Fatalf("put from the region: %s", got)
+	}
+	if got := call(`{"op":"get","namespace":"alpha/llama","items":[{"name":"r","region":1,"offset":500000,"length":400000}]}`, nil); !strings.Contains(got, `"status":"ok"`) || !bytes.Equal(mem[500000:800000], want) {
+		t.Fatalf("get into the region: %s", got)
+	}
+	// The stored block is the region's bytes at the put, not later ones.
+	mem[4096] ^= 0xff
+	if got := call(`{"op":"get","namespace":"alpha/llama","items":[{"name":"r","region":1,"offset":0,"length":300000}]}`, nil); !strings.Contains(got, `"status":"ok"`) || !bytes.Equal(mem[:300000], want) {
+		t.Fatalf("get after the region changed: %s", got)
+	}
+	clear(mem[900000:])
+	for req, want := range map[string]string{
+		`{"op":"get","namespace":"alpha/llama","items":[{"name":"r","region":1,"offset":900000,"length":300000}]}`: "outside the 1048576-byte region",
+		`{"op":"get","namespace":"alpha/llama","items":[{"name":"r","region":1,"offset":900000,"length":100000}]}`: "too_large",
+		`{"op":"get","namespace":"alpha/llama","items":[{"name":"r","region":2,"offset":0,"length":300000}]}`:      "no region 2",
+		`{"op":"get","namespace":"beta/llama","items":[{"name":"r","region":1,"offset":900000,"length":100000}]}`:  "forbidden",
+		`{"op":"unregister","region":7}`: "no region 7",
+	} {
+		if got := call(req, nil); !strings.Contains(got, want) {
+			t.Errorf("%s: %s, want %q", req, got, want)
+		}
+	}
+	if !bytes.Equal(mem[900000:], make([]byte, size-900000)) {
+		t.Fatal("a refused get wrote into the region")
+	}
+	if got := call(`{"op":"unregister","region":1}`, nil); strings.Contains(got, "error") {
+		t.Fatalf("unregister: %s", got)
+	}
+	if got := call(`{"op":"get","namespace":"alpha/llama","items":[{"name":"r","region":1,"offset":0,"length":300000}]}`, nil); !strings.Contains(got, "no region 1") {
+		t.Fatalf("get into an unregistered region: %s", got)
+	}
+	if n.api.opts.Staging.Regions() != 0 {
+		t.Fatalf("%d bytes still mapped", n.api.opts.Staging.Regions())
+	}
+}
