@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/yuebing/yuebing/bench/e2e"
@@ -11,7 +10,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/yuebing/yuebing/bench"
-	"github.com/yuebing/yuebing/scheduler"
 )
 
 // e2eRouterFlags are `yuebing bench e2e`'s flags for --router.
@@ -44,12 +42,9 @@ func runBenchE2ERouter(cmd *cobra.Command, o e2e.Options, r e2eRouterFlags, asJS
 	if r.prompts != e2e.PromptsIDs && r.prompts != e2e.PromptsChat {
 		return usageErrorf("--prompts: %q: want ids or chat", r.prompts)
 	}
-	for _, name := range strings.Split(r.routings, ",") {
-		name = strings.TrimSpace(name)
-		if _, err := scheduler.ParsePolicy(name); err != nil {
-			return usageErrorf("--routing: %q: want %s", name, scheduler.PolicyNames)
-		}
-		ro.Routings = append(ro.Routings, name)
+	var err error
+	if ro.Routings, err = e2e.ParseRoutings(r.routings); err != nil {
+		return usageError{err}
 	}
 	if r.slo < 0 || r.bw < 0 || r.load < 0 || r.load > 100 {
 		return usageErrorf("--ttft-slo and --bandwidth must not be negative, --load must be in (0, 100]")

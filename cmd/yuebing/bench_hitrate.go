@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
-	"github.com/yuebing/yuebing/tier/policy"
 )
 
 func newBenchHitrateCmd() *cobra.Command {
@@ -86,11 +85,9 @@ same capacity as their baseline. See docs/policies.md.`,
 					}
 				}
 			}
-			opts.Policies = splitList(policies)
-			for _, p := range opts.Policies {
-				if _, err := policy.New[int](p, 1); err != nil {
-					return usageErrorf("--policy: %v", err)
-				}
+			var err error
+			if opts.Policies, err = hitrate.ParsePolicies(policies); err != nil {
+				return usageError{err}
 			}
 			if workers < 0 {
 				return usageErrorf("--workers: %d is negative", workers)
@@ -117,7 +114,7 @@ same capacity as their baseline. See docs/policies.md.`,
 	f := cmd.Flags()
 	f.StringSliceVar(&traces, "trace", nil, "trace files to replay, comma-separated or repeated (required)")
 	f.StringVar(&capacities, "capacity", "1M,3M,10M,50M", "cache sizes in tokens (K, M, G are powers of 1000); inf is the unbounded cache, always reported")
-	f.StringVar(&policies, "policy", strings.Join(policy.Names, ","), "eviction policies to compare")
+	f.StringVar(&policies, "policy", strings.Join(hitrate.PolicyNames, ","), "eviction policies to compare")
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"results":[...]} instead of a table`)
 	f.StringVar(&plot, "plot", "", "also draw hit rate against capacity, one panel per trace, to this PNG file")
 	f.StringVar(&ssdCap, "ssd-capacity", "", "add an SSD of this many tokens below each capacity's DRAM (LRU both) and one row per SSD admission policy, with ssd_write_bytes and ssd_hit_bytes")
