@@ -99,29 +99,35 @@ func (c *ClusterConfig) ensureDefaults() {
 	if c.EtcdEmbeddedPeerListen == "" {
 		c.EtcdEmbeddedPeerListen = "127.0.0.1:2380"
 	}
+	// The node's and the replication core's defaults, set in their
+	// packages' EnsureDefaults.
+	var d cluster.Options
+	d.EnsureDefaults()
+	r := d.Replication
+	r.EnsureDefaults()
 	if c.LeaseTTL == 0 {
-		c.LeaseTTL = 10 * time.Second
+		c.LeaseTTL = d.LeaseTTL
 	}
 	if c.ReportInterval == 0 {
-		c.ReportInterval = 200 * time.Millisecond
+		c.ReportInterval = d.ReportInterval
 	}
 	if c.Admit == "" {
-		c.Admit = cluster.AdmitSecondHit
+		c.Admit = d.Admit
 	}
 	if c.MaxFetchBytes == 0 {
-		c.MaxFetchBytes = 256 << 20
+		c.MaxFetchBytes = ByteSize(d.MaxFetchBytes)
 	}
 	if c.MaxPending == 0 {
-		c.MaxPending = 65536
+		c.MaxPending = d.MaxPending
 	}
 	if c.HotHits == 0 {
-		c.HotHits = 32
+		c.HotHits = int(r.HotHits)
 	}
 	if c.MaxReplicas == 0 {
-		c.MaxReplicas = 8
+		c.MaxReplicas = r.MaxReplicas
 	}
 	if c.HeatWindow == 0 {
-		c.HeatWindow = time.Minute
+		c.HeatWindow = r.Window
 	}
 }
 

@@ -287,3 +287,17 @@ func TestConfigNamesKept(t *testing.T) {
 		t.Fatalf("code-only options printed:\n%s", out)
 	}
 }
+
+// TestClusterDefaults pins the cluster section's defaults, which come from
+// cluster.Options and replicate.Options.
+func TestClusterDefaults(t *testing.T) {
+	c := DefaultConfig()
+	c.Cluster.Name = "c1"
+	c.EnsureDefaults()
+	cc := c.Cluster
+	if cc.LeaseTTL != 10*time.Second || cc.ReportInterval != 200*time.Millisecond || cc.Admit != "second-hit" ||
+		cc.MaxFetchBytes != 256<<20 || cc.MaxPending != 65536 || cc.HotHits != 32 || cc.MaxReplicas != 8 ||
+		cc.HeatWindow != time.Minute || cc.EtcdEmbeddedListen != "127.0.0.1:2379" || cc.EtcdEmbeddedPeerListen != "127.0.0.1:2380" {
+		t.Fatalf("cluster defaults: %+v", cc)
+	}
+}
