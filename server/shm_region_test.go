@@ -105,3 +105,50 @@ func TestShmRegisteredRegion(t *testing.T) {
 		t.Fatalf("%d bytes still mapped", n.api.opts.Staging.Regions())
 	}
 }
+
+// shm.max_region_bytes bounds what the node maps for clients.
+func TestShmMaxRegionBytes(t *testing.T) {
+	n, _ := startShmNode(t, false, ShmConfig{MaxRegionBytes: 64 << 10})
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: n.staging.Addr(), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "{\"size\":%d}\n", 4096)
+	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(4))
+	nb, noob, _, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil || !bytes.Contains(buf[:nb], []byte(`"session"`)) {
+		t.Fatalf("hello: %q %v", buf[:nb], err)
+	}
+	if msgs, _ := unix.ParseSocketControlMessage(oob[:noob]); len(msgs) == 1 {
+		fds, _ := unix.ParseUnixRights(&msgs[0])
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	fd, err := unix.MemfdCreate("engine-buffer", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	unix.Ftruncate(fd, 1<<20)
+	unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK)
+	r := bufio.NewReader(c)
+	register := func(size int) string {
+		t.Helper()
+		if _, _, err := c.WriteMsgUnix([]byte(fmt.Sprintf("{\"op\":\"register\",\"size\":%d}\n", size)), unix.UnixRights(fd), nil); err != nil {
+			t.Fatal(err)
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return line
+	}
+	if got := register(1 << 20); !strings.Contains(got, "overloaded") || !strings.Contains(got, "of 65536 bytes") {
+		t.Fatalf("a region over shm.max_region_bytes: %s", got)
+	}
+	if got := register(64 << 10); !strings.Contains(got, `"region":1`) {
+		t.Fatalf("a region within it: %s", got)
+	}
+}
