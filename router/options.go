@@ -55,7 +55,8 @@ type Options struct {
 	// BlockSize is the engines' KV block size in tokens, which prompts'
 	// keys, the pool's and the scheduler's prefixes are counted in. An
 	// engine whose KV events state another size is matched with keys of
-	// its own (logged once, counted). Default: 16, vLLM's.
+	// its own (logged once, counted). Default: 512, as `yuebing engine-sim`
+	// and Mooncake's traces; set it to the engines' (vLLM's own default is 16).
 	BlockSize int `yaml:"block_size"`
 	// Encoding is the BPE tokenizer of text prompts: cl100k_base (default),
 	// o200k_base, p50k_base or r50k_base, all available offline.
@@ -135,7 +136,7 @@ type Options struct {
 // EnsureDefaults fills zero fields with their defaults.
 func (o *Options) EnsureDefaults() {
 	if o.BlockSize == 0 {
-		o.BlockSize = 16
+		o.BlockSize = 512
 	}
 	if o.Encoding == "" {
 		o.Encoding = "cl100k_base"

@@ -516,7 +516,7 @@ func TestNodeRouter(t *testing.T) {
 	cfg.HTTP.Listen, cfg.RESP.Listen, cfg.Transfer.Listen, cfg.Shm.Listen = "127.0.0.1:0", "", "", ""
 	cfg.DRAM.Capacity, cfg.SSD.Capacity = 16<<20, 16<<20
 	cfg.Auth.TokensFile = tokensFile
-	cfg.Router = RouterConfig{Model: "m", Namespace: "acme/m", ProbeInterval: 20 * time.Millisecond, SpeculativeTTL: time.Hour,
+	cfg.Router = RouterConfig{Model: "m", Namespace: "acme/m", BlockSize: 16, ProbeInterval: 20 * time.Millisecond, SpeculativeTTL: time.Hour,
 		Engines: []router.Engine{{ID: "e0", URL: e0.url()}}}
 	n, err := Start(cfg)
 	if err != nil {

@@ -96,7 +96,7 @@ func (e *simEngine) flag() string {
 func startRouter(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"conductor", "--listen", "127.0.0.1:0", "--model", "llama",
-		"--namespace", clusterNS, "--probe-interval", "100ms"}, args...)...)
+		"--namespace", clusterNS, "--probe-interval", "100ms", "--block-size", "16"}, args...)...)
 	cmd.Env = envWithout("YUEBING_")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
