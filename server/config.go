@@ -19,6 +19,7 @@ import (
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/internal/bytesize"
 	"github.com/yuebing/yuebing/scheduler"
+	"github.com/yuebing/yuebing/server/staging"
 	"github.com/yuebing/yuebing/tier/dram"
 	"github.com/yuebing/yuebing/tier/policy"
 	"github.com/yuebing/yuebing/tier/s3"
@@ -399,27 +400,7 @@ func (c *Config) EnsureDefaults() {
 	if c.Contexts.MaxContexts == 0 {
 		c.Contexts.MaxContexts = 10000
 	}
-	if c.Shm.MaxSessionBytes == 0 {
-		c.Shm.MaxSessionBytes = 256 << 20
-	}
-	if c.Shm.MaxBytes == 0 {
-		c.Shm.MaxBytes = 1 << 30
-	}
-	if c.Shm.MaxSessions == 0 {
-		c.Shm.MaxSessions = 64
-	}
-	if c.Shm.MaxSessionsPerTenant == 0 {
-		c.Shm.MaxSessionsPerTenant = max(1, c.Shm.MaxSessions/4)
-	}
-	if c.Shm.MaxBytesPerTenant == 0 {
-		c.Shm.MaxBytesPerTenant = max(c.Shm.MaxSessionBytes, c.Shm.MaxBytes/2)
-	}
-	if c.Shm.MaxPending == 0 {
-		c.Shm.MaxPending = 128
-	}
-	if c.Shm.HelloTimeout == 0 {
-		c.Shm.HelloTimeout = 5 * time.Second
-	}
+	c.Shm.ensureDefaults()
 	c.Conductor.ensureDefaults()
 	c.Cluster.ensureDefaults()
 	if c.Log.Level == "" {
@@ -462,6 +443,20 @@ func (c *ConductorConfig) ensureDefaults() {
 	if c.KVBytesPerToken == 0 {
 		c.KVBytesPerToken = d.KVBytesPerToken
 	}
+}
+
+// ensureDefaults fills the shm section's zero settings with
+// staging.Options' defaults, derived there from the settings given.
+func (c *ShmConfig) ensureDefaults() {
+	o := staging.Options{
+		MaxSessionBytes: int64(c.MaxSessionBytes), MaxBytes: int64(c.MaxBytes), MaxSessions: c.MaxSessions,
+		MaxOwnerSessions: c.MaxSessionsPerTenant, MaxOwnerBytes: int64(c.MaxBytesPerTenant),
+		MaxPending: c.MaxPending, HelloTimeout: c.HelloTimeout,
+	}
+	o.EnsureDefaults()
+	c.MaxSessionBytes, c.MaxBytes, c.MaxSessions = ByteSize(o.MaxSessionBytes), ByteSize(o.MaxBytes), o.MaxSessions
+	c.MaxSessionsPerTenant, c.MaxBytesPerTenant = o.MaxOwnerSessions, ByteSize(o.MaxOwnerBytes)
+	c.MaxPending, c.HelloTimeout = o.MaxPending, o.HelloTimeout
 }
 
 // ensureDefaults fills the settings the dram section prints with

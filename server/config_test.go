@@ -301,3 +301,21 @@ func TestClusterDefaults(t *testing.T) {
 		t.Fatalf("cluster defaults: %+v", cc)
 	}
 }
+
+// TestShmDefaults pins the shm section's defaults and their derivations,
+// which come from staging.Options.
+func TestShmDefaults(t *testing.T) {
+	c := DefaultConfig()
+	c.EnsureDefaults()
+	s := c.Shm
+	if s.MaxSessionBytes != 256<<20 || s.MaxBytes != 1<<30 || s.MaxSessions != 64 || s.MaxSessionsPerTenant != 16 ||
+		s.MaxBytesPerTenant != 512<<20 || s.MaxPending != 128 || s.HelloTimeout != 5*time.Second {
+		t.Fatalf("shm defaults: %+v", s)
+	}
+	c = DefaultConfig()
+	c.Shm.MaxSessions, c.Shm.MaxBytes, c.Shm.MaxSessionBytes = 8, 100<<20, 80<<20
+	c.EnsureDefaults()
+	if s := c.Shm; s.MaxSessionsPerTenant != 2 || s.MaxBytesPerTenant != 80<<20 {
+		t.Fatalf("shm per-tenant defaults derived from the totals: %+v", s)
+	}
+}
