@@ -27,8 +27,8 @@ number of goroutines (shm). With --paths N, each side gets N loopback NICs
   yuebing bench transfer --transport shm --op write --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkTransferFlags(&o); err != nil {
-				return err
+			if err := o.ValidateFlags(); err != nil {
+				return usageError{err}
 			}
 			o.Progress = !noProg
 			r, err := transfer.Run(cmd.Context(), o)
@@ -50,31 +50,4 @@ number of goroutines (shm). With --paths N, each side gets N loopback NICs
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"results":[...]} instead of a table`)
 	f.BoolVar(&noProg, "no-progress", false, "do not draw a progress bar on stderr")
 	return cmd
-}
-
-// checkTransferFlags turns option errors into usage errors that name the
-// flag.
-func checkTransferFlags(o *transfer.Options) error {
-	switch {
-	case o.Transport != "tcp" && o.Transport != "shm":
-		return usageErrorf("--transport: %q is not tcp or shm", o.Transport)
-	case o.Op != "read" && o.Op != "write":
-		return usageErrorf("--op: %q is not read or write", o.Op)
-	case o.Threads <= 0 || o.Threads > 1024:
-		return usageErrorf("--threads: %d is not in [1, 1024]", o.Threads)
-	case o.Batch <= 0 || o.Batch > 4096:
-		return usageErrorf("--batch: %d is not in [1, 4096]", o.Batch)
-	case o.BlockSize <= 0:
-		return usageErrorf("--block-size: %d must be positive", o.BlockSize)
-	case o.Paths <= 0 || o.Paths > 16:
-		return usageErrorf("--paths: %d is not in [1, 16]", o.Paths)
-	case o.SliceSize <= 0 || o.SliceSize > 1<<30:
-		return usageErrorf("--slice-size: %d is not in [1, 1073741824]", o.SliceSize)
-	case o.Duration <= 0:
-		return usageErrorf("--duration: %v must be positive", o.Duration)
-	}
-	if err := o.Validate(); err != nil {
-		return usageErrorf("--threads/--batch/--block-size: %v", err)
-	}
-	return nil
 }
