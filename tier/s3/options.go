@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -40,11 +39,11 @@ type Options struct {
 	CredentialsFile string `yaml:"credentials_file"`
 	// Capacity bounds the bytes of live blocks the tier keeps in the bucket
 	// (dead bytes awaiting compaction are not counted). Required.
-	Capacity Size `yaml:"capacity"`
+	Capacity bytesize.Size `yaml:"capacity"`
 	// SegmentSize is the size at which the open segment is sealed and
 	// uploaded as one object. Default 64 MiB: large enough that a PUT's cost
 	// is spread over hundreds of blocks, small enough to buffer.
-	SegmentSize Size `yaml:"segment_size"`
+	SegmentSize bytesize.Size `yaml:"segment_size"`
 	// FlushInterval seals a partly filled segment after this long, so a
 	// quiet node does not keep blocks only in memory. Default 5s.
 	FlushInterval time.Duration `yaml:"flush_interval"`
@@ -52,7 +51,7 @@ type Options struct {
 	// segment). A put past it waits for uploads, or fails with
 	// tier.ErrUnavailable while the tier is degraded and WhenDegraded is
 	// "drop". Default 4 * SegmentSize.
-	MaxPending Size `yaml:"max_pending"`
+	MaxPending bytesize.Size `yaml:"max_pending"`
 	// WhenDegraded says what a put does while the bucket is failing and the
 	// pending bytes are full: "drop" (default) refuses it at once with
 	// tier.ErrUnavailable, so a demotion is dropped; "wait" waits for the
@@ -109,30 +108,6 @@ func (o *Options) LoadCredentials(getenv func(string) string) error {
 		return fmt.Errorf("%w: s3.credentials_file %s: want YAML with access_key_id and secret_access_key", ErrConfig, o.CredentialsFile)
 	}
 	o.AccessKeyID, o.SecretAccessKey = c.AccessKeyID, c.SecretAccessKey
-	return nil
-}
-
-// Size is a byte count written as operators write it ("1TiB", "64MiB",
-// "1048576").
-type Size int64
-
-func (s Size) String() string { return bytesize.Format(int64(s)) }
-
-// MarshalText implements encoding.TextMarshaler.
-func (s Size) MarshalText() ([]byte, error) {
-	if f := s.String(); func() bool { n, err := bytesize.Parse(f); return err == nil && n == int64(s) }() {
-		return []byte(f), nil
-	}
-	return []byte(strconv.FormatInt(int64(s), 10)), nil
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (s *Size) UnmarshalText(b []byte) error {
-	n, err := bytesize.Parse(string(b))
-	if err != nil {
-		return err
-	}
-	*s = Size(n)
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/yuebing/yuebing/internal/bytesize"
 	"github.com/yuebing/yuebing/tier"
 	"github.com/yuebing/yuebing/tier/s3"
 	"github.com/yuebing/yuebing/tier/s3/s3test"
@@ -30,7 +31,7 @@ func opts(srv *s3test.Server, capacity int64) s3.Options {
 		Namespace:       fmt.Sprintf("test/%d", nsSeq.Add(1)),
 		AccessKeyID:     srv.AccessKey,
 		SecretAccessKey: srv.SecretKey,
-		Capacity:        s3.Size(capacity),
+		Capacity:        bytesize.Size(capacity),
 		SegmentSize:     256 << 10,
 		FlushInterval:   50 * time.Millisecond,
 		ProbeInterval:   50 * time.Millisecond,
