@@ -45,6 +45,7 @@ var loaderOnce sync.Once
 type Tokenizer struct {
 	name string
 	enc  *tiktoken.Tiktoken
+	fast *cl100k // cl100k_base's own encoder; nil for the others
 }
 
 // New loads a BPE encoding from the ranks built into the binary.
@@ -57,7 +58,13 @@ func New(encoding string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %w", ErrEncoding, encoding, err)
 	}
-	return &Tokenizer{name: encoding, enc: enc}, nil
+	t := &Tokenizer{name: encoding, enc: enc}
+	if encoding == "cl100k_base" {
+		if t.fast, err = loadCl100k(); err != nil {
+			return nil, fmt.Errorf("%w: %q: %w", ErrEncoding, encoding, err)
+		}
+	}
+	return t, nil
 }
 
 // Name returns the encoding's name.
@@ -82,6 +89,11 @@ func (t *Tokenizer) Encode(text string) []uint32 {
 func (t *Tokenizer) AppendEncode(dst []uint32, text string) []uint32 {
 	for len(text) > 0 {
 		n := chunkLen(text)
+		if t.fast != nil {
+			dst = t.fast.appendEncode(dst, text[:n])
+			text = text[n:]
+			continue
+		}
 		for _, id := range t.enc.EncodeOrdinary(text[:n]) {
 			dst = append(dst, uint32(id))
 		}
