@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/yuebing/yuebing/bench/cluster"
@@ -56,31 +55,14 @@ as the replays).`,
 			if trace == "" {
 				return usageErrorf("--trace is required")
 			}
-			o := cluster.Options{Nodes: nodes, Requests: requests, Samples: samples, HotHits: hotHits,
-				MaxReplicas: maxReplicas, Window: window, Slack: slack, Routing: routing, GetDuration: getDuration, GetWorkers: workers, Progress: true}
-			for _, s := range []struct {
-				name, v string
-				dst     func(int64)
-			}{
-				{"dram-capacity", dram, func(n int64) { o.DRAMCapacity = n }},
-				{"block-bytes", blockBytes, func(n int64) { o.BlockBytes = int(n) }},
-				{"get-size", getSize, func(n int64) { o.GetSize = int(n) }},
-			} {
-				n, err := parseSize(s.v)
-				if err != nil {
-					return usageErrorf("--%s: %v", s.name, err)
-				}
-				s.dst(n)
+			cf := cluster.Flags{
+				Options: cluster.Options{Nodes: nodes, Requests: requests, Samples: samples, HotHits: hotHits,
+					MaxReplicas: maxReplicas, Window: window, Slack: slack, Routing: routing, GetDuration: getDuration, GetWorkers: workers, Progress: true},
+				DRAMCapacity: dram, BlockBytes: blockBytes, GetSize: getSize, Ranks: ranks, Every: every,
 			}
-			for _, s := range splitList(ranks) {
-				r, err := strconv.Atoi(s)
-				if err != nil || r < 1 {
-					return usageErrorf("--ranks: %q is not a rank", s)
-				}
-				o.Ranks = append(o.Ranks, r)
-			}
-			if every < 1 {
-				return usageErrorf("--every: %d, want at least 1", every)
+			o, err := cf.Parse()
+			if err != nil {
+				return usageError{err}
 			}
 			t, err := bench.OpenTrace(trace)
 			if err != nil {
@@ -91,11 +73,6 @@ as the replays).`,
 				if o.Binary, err = os.Executable(); err != nil {
 					return fmt.Errorf("cluster: finding this binary: %w", err)
 				}
-			}
-			check := o
-			check.EnsureDefaults()
-			if err := check.Validate(); err != nil {
-				return usageErrorf("%v", err)
 			}
 			res, err := cluster.Simulate(cmd.Context(), o)
 			if err != nil {
