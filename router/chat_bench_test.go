@@ -24,8 +24,9 @@ import (
 // same chat sent to a yuebing engine simulator directly and through the
 // router (its HTTP hop, parsing, tokenizing, keying, the decision,
 // forwarding), alternately in the same run. "cold" makes every message
-// new, so nothing comes from the tokenizer's cache. It reports the p50 of
-// each and the p50 of the differences.
+// new, so nothing comes from the tokenizer's cache. "local" tokenizes in
+// the router, "engine" asks the engine's /tokenize (vLLM's endpoint) for
+// the ids. It reports the p50 of each and the p50 of the differences.
 func BenchmarkRouterChat4k(b *testing.B) {
 	e, err := enginesim.New(enginesim.Options{
 		Layout:    adapter.Layout{Name: "test", Layers: 2, KVHeads: 1, HeadDim: 8, DTypeBytes: 2, BlockTokens: testBS, GroupLayers: 1},
@@ -39,21 +40,25 @@ func BenchmarkRouterChat4k(b *testing.B) {
 	go e.Run(ctx)
 	eng := httptest.NewServer(e.Handler())
 	defer eng.Close()
-	r, err := New(Options{Model: testModel, Namespace: testNS, BlockSize: testBS, Tokenize: TokenizeLocal, ProbeInterval: time.Hour,
-		// The engine's time is scaled down: nothing it is sent is too much.
-		Scheduler: scheduler.Options{Rejection: scheduler.RejectNone},
-		Engines:   []Engine{{ID: "e0", URL: eng.URL}}, Logger: quietLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	go r.Run(ctx)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		if err := r.Serve(req.Context(), ChatCompletions, body, w); err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
+	fronts := map[string]string{}
+	for _, source := range []string{TokenizeLocal, TokenizeEngine} {
+		r, err := New(Options{Model: testModel, Namespace: testNS, BlockSize: testBS, Tokenize: source, ProbeInterval: time.Hour,
+			// The engine's time is scaled down: nothing it is sent is too much.
+			Scheduler: scheduler.Options{Rejection: scheduler.RejectNone},
+			Engines:   []Engine{{ID: "e0", URL: eng.URL}}, Logger: quietLogger()})
+		if err != nil {
+			b.Fatal(err)
 		}
-	}))
-	defer front.Close()
+		go r.Run(ctx)
+		front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			body, _ := io.ReadAll(req.Body)
+			if err := r.Serve(req.Context(), ChatCompletions, body, w); err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+			}
+		}))
+		defer front.Close()
+		fronts[source] = front.URL
+	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	post := func(url string, body []byte) time.Duration {
 		start := time.Now()
@@ -69,8 +74,11 @@ func BenchmarkRouterChat4k(b *testing.B) {
 		return time.Since(start)
 	}
 	system := strings.Repeat("You are a careful assistant of a large inference cluster; answer in full sentences and cite the blocks you read. ", 180)
-	for _, mode := range []string{"warm", "cold"} {
-		b.Run(mode, func(b *testing.B) {
+	for _, run := range []struct{ source, mode string }{
+		{TokenizeLocal, "warm"}, {TokenizeLocal, "cold"}, {TokenizeEngine, "warm"}, {TokenizeEngine, "cold"},
+	} {
+		mode, front := run.mode, fronts[run.source]
+		b.Run(run.source+"/"+mode, func(b *testing.B) {
 			var direct, routed, added []float64
 			i := 0
 			for b.Loop() {
@@ -90,7 +98,7 @@ func BenchmarkRouterChat4k(b *testing.B) {
 				// system prompt, and a warm-up for the cold one's.
 				post(eng.URL, chat(-i))
 				d := post(eng.URL, chat(2*i))
-				rt := post(front.URL, chat(2*i+1))
+				rt := post(front, chat(2*i+1))
 				direct, routed, added = append(direct, ms(d)), append(routed, ms(rt)), append(added, ms(rt-d))
 			}
 			b.ReportMetric(p50(direct), "direct-p50-ms")
