@@ -61,53 +61,6 @@ docs/benchmarks.md ("Soak").`,
   yuebing bench soak --duration 10m --cluster --json --plot soak-cluster.png`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, s := range []struct {
-				name, v string
-				dst     *int64
-			}{
-				{"dram-capacity", dram, &o.DRAMCapacity},
-				{"ssd-capacity", ssd, &o.SSDCapacity},
-				{"max-inflight-bytes", inflight, &o.MaxInflightBytes},
-			} {
-				n, err := parseSize(s.v)
-				if err != nil {
-					return usageErrorf("--%s: %v", s.name, err)
-				}
-				*s.dst = n
-			}
-			for _, s := range []struct {
-				name, v string
-				dst     *int
-			}{{"min-value", minValue, &o.MinValue}, {"max-value", maxValue, &o.MaxValue}} {
-				n, err := parseSize(s.v)
-				if err != nil {
-					return usageErrorf("--%s: %v", s.name, err)
-				}
-				*s.dst = int(n)
-			}
-			if noKill {
-				o.KillEvery, o.EngineKillEvery = -1, -1
-			} else if o.KillEvery <= 0 {
-				return usageErrorf("--kill-every: %s, want > 0 (or --no-kill)", o.KillEvery)
-			} else if o.EngineKillEvery < 0 {
-				return usageErrorf("--engine-kill-every: %s, want > 0 (0: --kill-every)", o.EngineKillEvery)
-			}
-			switch {
-			case engines < 0:
-				return usageErrorf("--engines: %d, want 0 (none) or more", engines)
-			case engines == 0:
-				o.Engines = -1
-			default:
-				o.Engines = engines
-			}
-			if noDura {
-				o.DurableEvery = -1
-			} else if o.DurableEvery <= 0 {
-				return usageErrorf("--durable-every: %s, want > 0 (or --no-durable)", o.DurableEvery)
-			}
-			if o.Duration <= 0 {
-				return usageErrorf("--duration: %s, want > 0", o.Duration)
-			}
 			o.Binary = binary
 			if o.Binary == "" {
 				exe, err := os.Executable()
@@ -117,13 +70,14 @@ docs/benchmarks.md ("Soak").`,
 				o.Binary = exe
 			}
 			o.Log = cmd.ErrOrStderr()
-			check := o
-			check.EnsureDefaults()
-			if err := check.Validate(); err != nil {
-				return usageErrorf("%v", err)
+			sf := soak.Flags{Options: o, DRAMCapacity: dram, SSDCapacity: ssd, MaxInflightBytes: inflight,
+				MinValue: minValue, MaxValue: maxValue, NoKill: noKill, NoDurable: noDura, Engines: engines}
+			so, err := sf.Parse()
+			if err != nil {
+				return usageError{err}
 			}
-			stop := timeProgress("soak", cmp.Or(o.Duration, 10*time.Minute))
-			res, err := soak.Run(cmd.Context(), o)
+			stop := timeProgress("soak", cmp.Or(so.Duration, 10*time.Minute))
+			res, err := soak.Run(cmd.Context(), so)
 			stop()
 			if err != nil {
 				return err

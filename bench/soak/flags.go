@@ -1,0 +1,78 @@
+package soak
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/yuebing/yuebing/server"
+)
+
+// Flags are the settings of `yuebing bench soak` as written on its command
+// line: Options with the sizes still as text and the --no-* switches.
+type Flags struct {
+	// Options holds the settings taken as they are; its sizes, Engines,
+	// KillEvery, EngineKillEvery and DurableEvery are set from the fields
+	// below.
+	Options
+	// DRAMCapacity, SSDCapacity, MaxInflightBytes, MinValue and MaxValue
+	// are byte sizes ("64MiB").
+	DRAMCapacity, SSDCapacity, MaxInflightBytes, MinValue, MaxValue string
+	// NoKill and NoDurable turn node kills and durable puts off.
+	NoKill, NoDurable bool
+	// Engines is the number of engines; 0 runs none.
+	Engines int
+}
+
+// Parse checks f, reporting every problem at once and naming its flag, and
+// returns the options f sets.
+func (f *Flags) Parse() (Options, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	o := f.Options
+	for _, s := range []struct {
+		name, v string
+		dst     func(int64)
+	}{
+		{"dram-capacity", f.DRAMCapacity, func(n int64) { o.DRAMCapacity = n }},
+		{"ssd-capacity", f.SSDCapacity, func(n int64) { o.SSDCapacity = n }},
+		{"max-inflight-bytes", f.MaxInflightBytes, func(n int64) { o.MaxInflightBytes = n }},
+		{"min-value", f.MinValue, func(n int64) { o.MinValue = int(n) }},
+		{"max-value", f.MaxValue, func(n int64) { o.MaxValue = int(n) }},
+	} {
+		var n server.ByteSize
+		if err := n.UnmarshalText([]byte(s.v)); err != nil {
+			bad("--%s: %v", s.name, err)
+			continue
+		}
+		s.dst(int64(n))
+	}
+	if f.NoKill {
+		o.KillEvery, o.EngineKillEvery = -1, -1
+	} else if o.KillEvery <= 0 {
+		bad("--kill-every: %s, want > 0 (or --no-kill)", o.KillEvery)
+	} else if o.EngineKillEvery < 0 {
+		bad("--engine-kill-every: %s, want > 0 (0: --kill-every)", o.EngineKillEvery)
+	}
+	switch {
+	case f.Engines < 0:
+		bad("--engines: %d, want 0 (none) or more", f.Engines)
+	case f.Engines == 0:
+		o.Engines = -1
+	default:
+		o.Engines = f.Engines
+	}
+	if f.NoDurable {
+		o.DurableEvery = -1
+	} else if o.DurableEvery <= 0 {
+		bad("--durable-every: %s, want > 0 (or --no-durable)", o.DurableEvery)
+	}
+	if o.Duration <= 0 {
+		bad("--duration: %s, want > 0", o.Duration)
+	}
+	if len(errs) > 0 {
+		return o, errors.Join(errs...)
+	}
+	check := o
+	check.EnsureDefaults()
+	return o, check.Validate()
+}

@@ -1,0 +1,51 @@
+package soak
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFlagsParse(t *testing.T) {
+	ok := Flags{
+		Options:      Options{Binary: "yuebing", Duration: time.Minute, KillEvery: time.Minute, DurableEvery: time.Second},
+		DRAMCapacity: "64MiB", SSDCapacity: "1GiB", MaxInflightBytes: "256MiB", MinValue: "4KiB", MaxValue: "1MiB",
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Flags)
+		want []string
+	}{
+		{"ok", func(*Flags) {}, nil},
+		{"no kill, no durable", func(f *Flags) { f.NoKill, f.NoDurable, f.KillEvery, f.DurableEvery = true, true, 0, 0 }, nil},
+		{"sizes", func(f *Flags) { f.SSDCapacity, f.MaxValue = "big", "x" }, []string{"--ssd-capacity: ", "--max-value: "}},
+		{"every flag", func(f *Flags) { f.KillEvery, f.Engines, f.DurableEvery, f.Duration = 0, -1, 0, 0 }, []string{
+			"--kill-every: 0s, want > 0 (or --no-kill)", "--engines: -1, want 0 (none) or more",
+			"--durable-every: 0s, want > 0 (or --no-durable)", "--duration: 0s, want > 0"}},
+		{"engine kill", func(f *Flags) { f.EngineKillEvery = -time.Second }, []string{"--engine-kill-every: -1s"}},
+		{"options", func(f *Flags) { f.DRAMCapacity = "1MiB" }, []string{"soak: capacities DRAM"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := ok
+			tc.edit(&f)
+			o, err := f.Parse()
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if o.DRAMCapacity != 64<<20 || o.MaxValue != 1<<20 || o.Engines != -1 {
+					t.Fatalf("options %+v", o)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
