@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/internal/bytesize"
 )
 
 // Policy chooses the prefill instance of a request.
@@ -51,6 +52,25 @@ func (p Policy) String() string {
 	}
 	return fmt.Sprintf("Policy(%d)", uint8(p))
 }
+
+// MarshalText implements encoding.TextMarshaler: the policy's name.
+func (p Policy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParsePolicy.
+func (p *Policy) UnmarshalText(b []byte) error {
+	v, err := ParsePolicy(string(b))
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
+// Set makes a *Policy a command-line flag (pflag.Value).
+func (p *Policy) Set(s string) error { return p.UnmarshalText([]byte(s)) }
+
+// Type names the flag's value in help.
+func (p *Policy) Type() string { return "string" }
 
 // PolicyNames lists the names ParsePolicy takes, for messages.
 const PolicyNames = "conductor (cache-global), least_loaded (load), round_robin (round-robin), cache-local or random"
@@ -97,6 +117,25 @@ func (r Rejection) String() string {
 	return fmt.Sprintf("Rejection(%d)", uint8(r))
 }
 
+// MarshalText implements encoding.TextMarshaler: the rejection's name.
+func (r Rejection) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseRejection.
+func (r *Rejection) UnmarshalText(b []byte) error {
+	v, err := ParseRejection(string(b))
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}
+
+// Set makes a *Rejection a command-line flag (pflag.Value).
+func (r *Rejection) Set(s string) error { return r.UnmarshalText([]byte(s)) }
+
+// Type names the flag's value in help.
+func (r *Rejection) Type() string { return "string" }
+
 // ParseRejection parses "none", "early" or "predicted".
 func ParseRejection(s string) (Rejection, error) {
 	for i, n := range rejectionNames {
@@ -113,49 +152,54 @@ func ParseRejection(s string) (Rejection, error) {
 const MaxInstances = 256
 
 // Options configures a Core. The zero value is valid after EnsureDefaults.
+// The YAML names are those of the server configuration's conductor section;
+// fields without one are set by programs only (the server's
+// bandwidth_gbps, prefill_profile and decode_profile become Bandwidth,
+// Prefill and Decode).
 type Options struct {
 	// Policy chooses prefill instances. Default: PolicyCacheGlobal.
-	Policy Policy
+	Policy Policy `yaml:"policy"`
 	// Rejection is the overload policy. Default: RejectPredicted.
-	Rejection Rejection
+	Rejection Rejection `yaml:"rejection"`
 	// BlockSize is the tokens per block key. Default: block.DefaultBlockSize.
-	BlockSize int
+	BlockSize int `yaml:"block_size"`
 	// BalancingThreshold is the paper's kvcache_balancing_threshold: an
 	// instance pulls the best prefix from its holder when best_len /
 	// its own prefix_len exceeds it. Default: 1.25, so a remote prefix
 	// must be 25% longer than the local one to be worth a transfer.
-	BalancingThreshold float64
+	BalancingThreshold float64 `yaml:"balancing_threshold"`
 	// TTFTSLO and TBTSLO are the service level objectives. Defaults: 30 s
 	// and 100 ms (the paper's).
-	TTFTSLO, TBTSLO time.Duration
+	TTFTSLO time.Duration `yaml:"ttft_slo"`
+	TBTSLO  time.Duration `yaml:"tbt_slo"`
 	// Prefill estimates prefill time. Default: DefaultPrefillModel().
-	Prefill *PrefillModel
+	Prefill *PrefillModel `yaml:"-"`
 	// Decode estimates decode iteration time. Default: DefaultDecodeModel().
-	Decode *DecodeModel
+	Decode *DecodeModel `yaml:"-"`
 	// KVBytesPerToken sizes transfers. Default: 327680 (320 KiB, LLaMA3-70B:
 	// 80 layers x 2 x 8 KV heads x 128 x 2 bytes).
-	KVBytesPerToken int64
+	KVBytesPerToken bytesize.Size `yaml:"kv_bytes_per_token"`
 	// Bandwidth is the transfer bandwidth between instances in bytes per
 	// second. Default: 100e9 (800 Gbps: the paper's testbed has four 200
 	// Gbps NICs per node, and 100 GB/s is also below its 128 GB/s
 	// host-to-device bandwidth, Table 1's B = min(B_h2d, B_nic)).
-	Bandwidth float64
+	Bandwidth float64 `yaml:"-"`
 	// SourceBandwidth is the transfer bandwidth by where a pulled prefix
 	// sits, in bytes per second, indexed by Source; zero entries take
 	// Bandwidth, except SourceSSD, which defaults to 4e9 (an NVMe drive's
 	// sequential read, the slowest link of such a pull).
-	SourceBandwidth [NumSources]float64
+	SourceBandwidth [NumSources]float64 `yaml:"-"`
 	// DecodeTime is the uniform decode time t_d of prediction-based
 	// rejection: a request is assumed to leave its decode batch t_d after
 	// joining it. Default: 30 s.
-	DecodeTime time.Duration
+	DecodeTime time.Duration `yaml:"decode_time"`
 	// DefaultOutputTokens is the expected output of a request that states
 	// none; it sizes its KV footprint in a decode batch. Default: 512.
-	DefaultOutputTokens int
+	DefaultOutputTokens int `yaml:"-"`
 	// Seed seeds PolicyRandom. Default 0 is a fixed seed.
-	Seed uint64
+	Seed uint64 `yaml:"-"`
 	// Logger receives debug events. Default: slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // EnsureDefaults fills zero fields with their defaults.

@@ -211,38 +211,23 @@ type ContextsConfig struct {
 
 // ConductorConfig configures the conductor (docs/conductor.md), embedded at
 // /v1/conductor or run alone by `yuebing conductor`: the same knobs and the
-// same defaults either way, those of scheduler.Options. The fields are the
-// operator's spelling; Validate parses them once into Options, which
-// scheduler.Options.Validate checks, and which is what the conductor runs
-// with. Zero fields take the scheduler's defaults.
+// same defaults either way, those of scheduler.Options, whose YAML names
+// are the section's. The fields here are the ones whose spelling differs
+// from scheduler.Options': Config.Validate turns them into its Bandwidth,
+// Prefill and Decode, and scheduler.Options.Validate checks the result,
+// which is what the conductor runs with. Zero fields take the scheduler's
+// defaults; fields set programmatically that have no YAML name (Seed,
+// DefaultOutputTokens, Logger) are kept.
 type ConductorConfig struct {
 	// Enabled mounts the conductor's endpoints. Default true.
 	Enabled bool `yaml:"enabled"`
-	// Policy is cache-global (alias conductor: Algorithm 1), load
-	// (least_loaded), round-robin (round_robin), cache-local or random.
-	// Default cache-global.
-	Policy string `yaml:"policy"`
-	// Rejection is none, early or predicted. Default predicted.
-	Rejection string `yaml:"rejection"`
-	// BlockSize is the tokens per key of schedule requests given as
-	// tokens. Default 256.
-	BlockSize int `yaml:"block_size"`
-	// BalancingThreshold is kvcache_balancing_threshold: pull a remote
-	// prefix when it is this many times longer than the local one.
-	// Default 1.25.
-	BalancingThreshold float64 `yaml:"balancing_threshold"`
-	// TTFTSLO and TBTSLO are the service levels a request must be able to
-	// meet to be admitted. Defaults 30s and 100ms.
-	TTFTSLO time.Duration `yaml:"ttft_slo"`
-	TBTSLO  time.Duration `yaml:"tbt_slo"`
-	// DecodeTime is the uniform decode time t_d of predicted rejection.
-	// Default 30s.
-	DecodeTime time.Duration `yaml:"decode_time"`
-	// BandwidthGbps is the KV transfer bandwidth between instances.
-	// Default 800.
+	// Options are the scheduler's: policy, rejection, block_size,
+	// balancing_threshold, ttft_slo, tbt_slo, decode_time and
+	// kv_bytes_per_token.
+	scheduler.Options `yaml:",inline"`
+	// BandwidthGbps is the KV transfer bandwidth between instances, Options'
+	// Bandwidth in Gbps. Default 800.
 	BandwidthGbps float64 `yaml:"bandwidth_gbps"`
-	// KVBytesPerToken of the model. Default 320KiB (LLaMA3-70B).
-	KVBytesPerToken ByteSize `yaml:"kv_bytes_per_token"`
 	// PrefillProfile is a CSV of input_len,prefix_len,seconds to fit the
 	// prefill model to. Default: LLaMA3-70B on 8xA800 from the paper's
 	// model.
@@ -250,45 +235,26 @@ type ConductorConfig struct {
 	// DecodeProfile is a CSV of batch_size,kv_tokens,seconds to fit the
 	// decode model to. Default: the built-in TBT model.
 	DecodeProfile string `yaml:"decode_profile"`
-
-	// Options is what the fields above become: set by Config.Validate (or
-	// RunConductor). Fields set here programmatically that have no YAML
-	// spelling (Seed, DefaultOutputTokens, Logger) are kept.
-	Options scheduler.Options `yaml:"-"`
 }
 
-// DefaultConductorConfig returns the conductor's defaults in the
-// operator's spelling: scheduler.Options' defaults, the one place they are
-// set.
+// DefaultConductorConfig returns the conductor's defaults: enabled, with
+// scheduler.Options' defaults.
 func DefaultConductorConfig() ConductorConfig {
-	var o scheduler.Options
-	o.EnsureDefaults()
-	return ConductorConfig{
-		Enabled: true, Policy: o.Policy.String(), Rejection: o.Rejection.String(),
-		BlockSize: o.BlockSize, BalancingThreshold: o.BalancingThreshold,
-		TTFTSLO: o.TTFTSLO, TBTSLO: o.TBTSLO, DecodeTime: o.DecodeTime,
-		BandwidthGbps: o.Bandwidth * 8 / 1e9, KVBytesPerToken: ByteSize(o.KVBytesPerToken),
-	}
+	c := ConductorConfig{Enabled: true}
+	c.ensureDefaults()
+	return c
 }
 
-// resolve parses the fields into c.Options and validates them, once, with
+// resolve turns the fields into c.Options and validates them, once, with
 // scheduler.Options.Validate. bad gets each problem with the YAML name of
 // its field ("" for an option that has none).
 func (c *ConductorConfig) resolve(bad func(field, format string, args ...any)) {
 	o := c.Options
-	o.BlockSize, o.BalancingThreshold = c.BlockSize, c.BalancingThreshold
-	o.TTFTSLO, o.TBTSLO, o.DecodeTime = c.TTFTSLO, c.TBTSLO, c.DecodeTime
-	o.Bandwidth, o.KVBytesPerToken = c.BandwidthGbps*1e9/8, int64(c.KVBytesPerToken)
+	o.Bandwidth = c.BandwidthGbps * 1e9 / 8
+	if err := block.ValidateBlockSize(o.BlockSize); err != nil {
+		bad("block_size", "%d: want %d to %d", o.BlockSize, block.MinBlockSize, block.MaxBlockSize)
+	}
 	var err error
-	if o.Policy, err = scheduler.ParsePolicy(c.Policy); err != nil {
-		bad("policy", "%q: want %s", c.Policy, scheduler.PolicyNames)
-	}
-	if o.Rejection, err = scheduler.ParseRejection(c.Rejection); err != nil {
-		bad("rejection", "%q: want none, early or predicted", c.Rejection)
-	}
-	if err := block.ValidateBlockSize(c.BlockSize); err != nil {
-		bad("block_size", "%d: want %d to %d", c.BlockSize, block.MinBlockSize, block.MaxBlockSize)
-	}
 	if c.PrefillProfile != "" {
 		if o.Prefill, err = loadProfile(c.PrefillProfile, scheduler.ParsePrefillProfile); err != nil {
 			bad("prefill_profile", "%v", err)
@@ -304,7 +270,7 @@ func (c *ConductorConfig) resolve(bad func(field, format string, args ...any)) {
 		for _, e := range unjoin(err) {
 			var oe *scheduler.OptionError
 			if errors.As(e, &oe) {
-				bad(conductorFields[oe.Field], "%v", e)
+				bad(conductorField(oe.Field), "%v", e)
 			} else {
 				bad("", "%v", e)
 			}
@@ -313,12 +279,17 @@ func (c *ConductorConfig) resolve(bad func(field, format string, args ...any)) {
 	c.Options = o
 }
 
-// conductorFields names the YAML field of each scheduler.Options field a
-// ConductorConfig sets; the others have none ("").
-var conductorFields = map[string]string{
-	"Policy": "policy", "Rejection": "rejection", "BlockSize": "block_size",
-	"BalancingThreshold": "balancing_threshold", "TTFTSLO": "ttft_slo", "TBTSLO": "tbt_slo",
-	"KVBytesPerToken": "kv_bytes_per_token", "Bandwidth": "bandwidth_gbps", "DecodeTime": "decode_time",
+// conductorField names the YAML field of a scheduler.Options field: its
+// tag, or bandwidth_gbps for Bandwidth; "" for one that has none.
+func conductorField(field string) string {
+	if field == "Bandwidth" {
+		return "bandwidth_gbps"
+	}
+	f, ok := reflect.TypeFor[scheduler.Options]().FieldByName(field)
+	if tag := f.Tag.Get("yaml"); ok && tag != "-" {
+		return tag
+	}
+	return ""
 }
 
 // unjoin returns the errors errors.Join joined, or err alone.
@@ -414,35 +385,19 @@ func (c *Config) EnsureDefaults() {
 	}
 }
 
+// ensureDefaults fills the conductor's zero settings with
+// scheduler.Options' defaults. The fields without a YAML name are left to
+// Validate, which derives Bandwidth and the per-source bandwidths from
+// bandwidth_gbps and loads the models.
 func (c *ConductorConfig) ensureDefaults() {
-	d := DefaultConductorConfig()
-	if c.Policy == "" {
-		c.Policy = d.Policy
-	}
-	if c.Rejection == "" {
-		c.Rejection = d.Rejection
-	}
-	if c.BlockSize == 0 {
-		c.BlockSize = d.BlockSize
-	}
-	if c.BalancingThreshold == 0 {
-		c.BalancingThreshold = d.BalancingThreshold
-	}
-	if c.TTFTSLO == 0 {
-		c.TTFTSLO = d.TTFTSLO
-	}
-	if c.TBTSLO == 0 {
-		c.TBTSLO = d.TBTSLO
-	}
-	if c.DecodeTime == 0 {
-		c.DecodeTime = d.DecodeTime
-	}
+	o := c.Options
+	o.EnsureDefaults()
 	if c.BandwidthGbps == 0 {
-		c.BandwidthGbps = d.BandwidthGbps
+		c.BandwidthGbps = o.Bandwidth * 8 / 1e9
 	}
-	if c.KVBytesPerToken == 0 {
-		c.KVBytesPerToken = d.KVBytesPerToken
-	}
+	o.Prefill, o.Decode, o.Bandwidth, o.SourceBandwidth = c.Prefill, c.Decode, c.Bandwidth, c.SourceBandwidth
+	o.DefaultOutputTokens, o.Logger = c.DefaultOutputTokens, c.Logger
+	c.Options = o
 }
 
 // ensureDefaults fills the shm section's zero settings with
