@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/yuebing/yuebing/bench/replication"
@@ -51,21 +50,12 @@ shows every --every-th of them, --json all. See docs/cluster.md.`,
 			if len(traces) == 0 {
 				return usageErrorf("--trace is required")
 			}
-			c, err := parseTokenCount(capacity)
+			rf := replication.Flags{Options: replication.Options{Nodes: nodes, Sample: sample, RankBy: rankBy, Progress: true},
+				Capacity: capacity, Ranks: ranks, Every: every}
+			rf.Core.HotHits, rf.Core.MaxReplicas, rf.Core.Window = hotHits, maxReplicas, window
+			o, err := rf.Parse()
 			if err != nil {
-				return usageErrorf("--capacity: %v", err)
-			}
-			o := replication.Options{Nodes: nodes, NodeCapacity: c, Sample: sample, RankBy: rankBy, Progress: true}
-			o.Core.HotHits, o.Core.MaxReplicas, o.Core.Window = hotHits, maxReplicas, window
-			for _, s := range splitList(ranks) {
-				r, err := strconv.Atoi(s)
-				if err != nil || r < 1 {
-					return usageErrorf("--ranks: %q is not a rank (1 is the most accessed key)", s)
-				}
-				o.Ranks = append(o.Ranks, r)
-			}
-			if every < 1 {
-				return usageErrorf("--every: %d, want at least 1", every)
+				return usageError{err}
 			}
 			for _, path := range traces {
 				t, err := bench.OpenTrace(path)
@@ -73,11 +63,6 @@ shows every --every-th of them, --json all. See docs/cluster.md.`,
 					return err
 				}
 				o.Traces = append(o.Traces, t)
-			}
-			check := o
-			check.EnsureDefaults()
-			if err := check.Validate(); err != nil {
-				return usageErrorf("%v", err)
 			}
 			runs, err := replication.Simulate(cmd.Context(), o)
 			if err != nil {
