@@ -107,38 +107,14 @@ type RESPConfig struct {
 	InlineCapacity ByteSize `yaml:"inline_capacity"`
 }
 
-// ShmConfig configures the shared-memory staging service.
-type ShmConfig struct {
-	// Listen is the unix socket: a path, "@name" for an abstract socket,
-	// or "auto" (the default) for an abstract socket named after the
-	// process; empty disables it. Clients learn it from GET /v1/shm.
-	Listen string `yaml:"listen"`
-	// MaxSessionBytes bounds one client's segment. Default 256MiB.
-	MaxSessionBytes ByteSize `yaml:"max_session_bytes"`
-	// MaxBytes bounds all clients' segments together. Default 1GiB.
-	MaxBytes ByteSize `yaml:"max_bytes"`
-	// MaxSessions bounds open sessions. Default 64.
-	MaxSessions int `yaml:"max_sessions"`
-	// MaxSessionsPerTenant bounds one principal's open sessions, so one
-	// tenant cannot leave the others "overloaded". Default MaxSessions/4.
-	// With authentication off every client is one principal and only
-	// the totals apply.
-	MaxSessionsPerTenant int `yaml:"max_sessions_per_tenant"`
-	// MaxBytesPerTenant bounds one principal's segments together.
-	// Default MaxBytes/2 (at least MaxSessionBytes); not applied with
-	// authentication off either.
-	MaxBytesPerTenant ByteSize `yaml:"max_bytes_per_tenant"`
-	// MaxPending bounds connections that have not sent their session
-	// request yet; past it the oldest is refused. Default 128.
-	MaxPending int `yaml:"max_pending"`
-	// HelloTimeout bounds the wait for a connection's session request.
-	// Default 5s.
-	HelloTimeout time.Duration `yaml:"hello_timeout"`
-	// MaxRegionBytes bounds the client buffers registered for zero copy
-	// (memfds the node maps and copies blocks straight into), all
-	// sessions together; a session registers at most 64. Default 64GiB.
-	MaxRegionBytes ByteSize `yaml:"max_region_bytes"`
-}
+// ShmConfig configures the shared-memory staging service: staging.Options,
+// whose YAML names are the shm section's. Listen may also be "auto" (the
+// default), an abstract socket named after the process; empty disables
+// the service. MaxOwnerSessions and MaxOwnerBytes are the per-tenant
+// quotas (max_sessions_per_tenant, max_bytes_per_tenant), not applied with
+// authentication off, where every client is one principal and only the
+// totals apply.
+type ShmConfig = staging.Options
 
 // DRAMConfig configures the DRAM tier: dram.Options' settings, and the
 // capacity, whose default the server derives from the machine.
@@ -371,7 +347,7 @@ func (c *Config) EnsureDefaults() {
 	if c.Contexts.MaxContexts == 0 {
 		c.Contexts.MaxContexts = 10000
 	}
-	c.Shm.ensureDefaults()
+	ensureShmDefaults(&c.Shm)
 	c.Conductor.ensureDefaults()
 	c.Cluster.ensureDefaults()
 	if c.Log.Level == "" {
@@ -400,18 +376,15 @@ func (c *ConductorConfig) ensureDefaults() {
 	c.Options = o
 }
 
-// ensureDefaults fills the shm section's zero settings with
-// staging.Options' defaults, derived there from the settings given.
-func (c *ShmConfig) ensureDefaults() {
-	o := staging.Options{
-		MaxSessionBytes: int64(c.MaxSessionBytes), MaxBytes: int64(c.MaxBytes), MaxSessions: c.MaxSessions,
-		MaxOwnerSessions: c.MaxSessionsPerTenant, MaxOwnerBytes: int64(c.MaxBytesPerTenant),
-		MaxPending: c.MaxPending, HelloTimeout: c.HelloTimeout,
-	}
+// ensureShmDefaults fills the shm section's zero settings with
+// staging.Options' defaults, derived there from the settings given; the
+// fields without a YAML name are left to the service.
+func ensureShmDefaults(c *ShmConfig) {
+	o := *c
 	o.EnsureDefaults()
-	c.MaxSessionBytes, c.MaxBytes, c.MaxSessions = ByteSize(o.MaxSessionBytes), ByteSize(o.MaxBytes), o.MaxSessions
-	c.MaxSessionsPerTenant, c.MaxBytesPerTenant = o.MaxOwnerSessions, ByteSize(o.MaxOwnerBytes)
-	c.MaxPending, c.HelloTimeout = o.MaxPending, o.HelloTimeout
+	o.Authenticate, o.Handle, o.Logger = c.Authenticate, c.Handle, c.Logger
+	o.MaxRegions, o.MaxRequestBytes = c.MaxRegions, c.MaxRequestBytes
+	*c = o
 }
 
 // ensureDefaults fills the settings the dram section prints with
@@ -503,11 +476,11 @@ func (c *Config) Validate() error {
 		if c.Shm.MaxSessions <= 0 {
 			bad("shm.max_sessions", "%d must be positive", c.Shm.MaxSessions)
 		}
-		if c.Shm.MaxSessionsPerTenant <= 0 {
-			bad("shm.max_sessions_per_tenant", "%d must be positive", c.Shm.MaxSessionsPerTenant)
+		if c.Shm.MaxOwnerSessions <= 0 {
+			bad("shm.max_sessions_per_tenant", "%d must be positive", c.Shm.MaxOwnerSessions)
 		}
-		if c.Shm.MaxBytesPerTenant <= 0 {
-			bad("shm.max_bytes_per_tenant", "%s must be positive", c.Shm.MaxBytesPerTenant)
+		if c.Shm.MaxOwnerBytes <= 0 {
+			bad("shm.max_bytes_per_tenant", "%s must be positive", c.Shm.MaxOwnerBytes)
 		}
 		if c.Shm.MaxPending <= 0 {
 			bad("shm.max_pending", "%d must be positive", c.Shm.MaxPending)

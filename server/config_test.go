@@ -314,14 +314,14 @@ func TestShmDefaults(t *testing.T) {
 	c := DefaultConfig()
 	c.EnsureDefaults()
 	s := c.Shm
-	if s.MaxSessionBytes != 256<<20 || s.MaxBytes != 1<<30 || s.MaxSessions != 64 || s.MaxSessionsPerTenant != 16 ||
-		s.MaxBytesPerTenant != 512<<20 || s.MaxPending != 128 || s.HelloTimeout != 5*time.Second {
+	if s.MaxSessionBytes != 256<<20 || s.MaxBytes != 1<<30 || s.MaxSessions != 64 || s.MaxOwnerSessions != 16 ||
+		s.MaxOwnerBytes != 512<<20 || s.MaxPending != 128 || s.HelloTimeout != 5*time.Second {
 		t.Fatalf("shm defaults: %+v", s)
 	}
 	c = DefaultConfig()
 	c.Shm.MaxSessions, c.Shm.MaxBytes, c.Shm.MaxSessionBytes = 8, 100<<20, 80<<20
 	c.EnsureDefaults()
-	if s := c.Shm; s.MaxSessionsPerTenant != 2 || s.MaxBytesPerTenant != 80<<20 {
+	if s := c.Shm; s.MaxOwnerSessions != 2 || s.MaxOwnerBytes != 80<<20 {
 		t.Fatalf("shm per-tenant defaults derived from the totals: %+v", s)
 	}
 }

@@ -437,25 +437,21 @@ func newStaging(c ShmConfig, tokens *auth.Tokens, handle func(context.Context, *
 		rand.Read(r[:])
 		addr = fmt.Sprintf("@yuebing-shm-%d-%x", os.Getpid(), r)
 	}
-	perTenant, perTenantBytes := c.MaxSessionsPerTenant, int64(c.MaxBytesPerTenant)
+	o := c
+	o.Listen, o.Logger, o.Handle = addr, logger, handle
 	if tokens == nil {
 		// Every client is the same principal: a quota would only
 		// shrink the totals.
-		perTenant, perTenantBytes = c.MaxSessions, int64(c.MaxBytes)
+		o.MaxOwnerSessions, o.MaxOwnerBytes = c.MaxSessions, c.MaxBytes
 	}
-	st, err := staging.New(staging.Options{
-		Listen: addr, MaxSessionBytes: int64(c.MaxSessionBytes), MaxBytes: int64(c.MaxBytes),
-		MaxSessions: c.MaxSessions, MaxOwnerSessions: perTenant, MaxOwnerBytes: perTenantBytes,
-		MaxPending: c.MaxPending, HelloTimeout: c.HelloTimeout, Logger: logger, Handle: handle,
-		MaxRegionBytes: int64(c.MaxRegionBytes),
-		Authenticate: func(token string) (string, any, error) {
-			// Wrong tokens count against the throttle HTTP and Redis share;
-			// a unix socket's peers have no address, so they are one
-			// source, as every local user is behind 127.0.0.1 there.
-			p, err := tokens.AuthenticateFrom(netip.Addr{}, token)
-			return shmOwner(p), p, err
-		},
-	})
+	o.Authenticate = func(token string) (string, any, error) {
+		// Wrong tokens count against the throttle HTTP and Redis share;
+		// a unix socket's peers have no address, so they are one
+		// source, as every local user is behind 127.0.0.1 there.
+		p, err := tokens.AuthenticateFrom(netip.Addr{}, token)
+		return shmOwner(p), p, err
+	}
+	st, err := staging.New(o)
 	if err != nil {
 		return nil, fmt.Errorf("server: shm.listen: %w", err)
 	}

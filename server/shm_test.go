@@ -403,7 +403,7 @@ func TestShmSocketStoppingLeavesTheNode(t *testing.T) {
 // One tenant's sessions stop at shm.max_sessions_per_tenant; another
 // tenant still gets one, and the node exports the refusal.
 func TestShmTenantQuota(t *testing.T) {
-	n, _ := startShmNode(t, true, ShmConfig{MaxSessionsPerTenant: 2})
+	n, _ := startShmNode(t, true, ShmConfig{MaxOwnerSessions: 2})
 	addr := n.staging.Addr()
 	for range 2 {
 		if a := shmHello(t, addr, tokAlpha, 4096); !strings.Contains(a, `"session"`) {

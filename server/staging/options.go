@@ -6,57 +6,60 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/yuebing/yuebing/internal/bytesize"
 )
 
-// Options configure a Server.
+// Options configure a Server. The YAML names are those of the server
+// configuration's shm section; fields without one are set by programs only.
 type Options struct {
 	// Listen is the unix socket: a path, or "@name" for an abstract
 	// socket (no file; gone with the process). Required.
-	Listen string
+	Listen string `yaml:"listen"`
 	// MaxSessionBytes is the largest segment one session may ask for.
 	// Default 256 MiB.
-	MaxSessionBytes int64
+	MaxSessionBytes bytesize.Size `yaml:"max_session_bytes"`
 	// MaxBytes bounds the segments of all open sessions together.
 	// Default 1 GiB.
-	MaxBytes int64
+	MaxBytes bytesize.Size `yaml:"max_bytes"`
 	// MaxSessions bounds open sessions. Default 64.
-	MaxSessions int
+	MaxSessions int `yaml:"max_sessions"`
 	// MaxOwnerSessions bounds the open sessions of one owner, so one
 	// principal cannot take every session and leave the others
 	// "overloaded". Default MaxSessions/4 (at least 1): four owners at
 	// their quota fill the server.
-	MaxOwnerSessions int
+	MaxOwnerSessions int `yaml:"max_sessions_per_tenant"`
 	// MaxOwnerBytes bounds the segments of one owner's sessions together.
 	// Default MaxBytes/2, but at least MaxSessionBytes.
-	MaxOwnerBytes int64
+	MaxOwnerBytes bytesize.Size `yaml:"max_bytes_per_tenant"`
 	// MaxPending bounds connections accepted whose request has not
 	// arrived yet. Past it the oldest of them is answered "overloaded"
 	// and closed, so connections that never speak hold a bounded number
 	// of descriptors and cannot lock out a client that does. Default 128.
-	MaxPending int
+	MaxPending int `yaml:"max_pending"`
 	// HelloTimeout bounds how long a connection may take to send its
 	// request; a client on the same host sends it at once. Default 5s.
-	HelloTimeout time.Duration
+	HelloTimeout time.Duration `yaml:"hello_timeout"`
 	// Authenticate maps a bearer token to the session's owner and a value
 	// kept with the session (Session.Value: who the caller is); an error
 	// refuses the session. Default: every token is accepted, owner "".
-	Authenticate func(token string) (owner string, value any, err error)
+	Authenticate func(token string) (owner string, value any, err error) `yaml:"-"`
 	// Handle, when set, answers requests sent on the session's socket
 	// after the descriptor, one line each, with one line each (without
 	// its newline). The session is held (its segment mapped) while it
 	// runs. Without it the client may send nothing more.
-	Handle func(ctx context.Context, s *Session, line []byte) []byte
+	Handle func(ctx context.Context, s *Session, line []byte) []byte `yaml:"-"`
 	// MaxRegions bounds the client buffers one session may register
 	// (region.go). Default 64.
-	MaxRegions int
+	MaxRegions int `yaml:"-"`
 	// MaxRegionBytes bounds the registered regions of all sessions
 	// together: the server maps them, and a copy into a page the client
 	// has not touched yet allocates it here. Default 64 GiB.
-	MaxRegionBytes int64
+	MaxRegionBytes bytesize.Size `yaml:"max_region_bytes"`
 	// MaxRequestBytes bounds one request line. Default 8 MiB.
-	MaxRequestBytes int
+	MaxRequestBytes int `yaml:"-"`
 	// Logger. Default slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // EnsureDefaults fills zero fields.

@@ -215,7 +215,7 @@ func (s *Server) reserveRegion(sess *Session, size int64) error {
 	switch {
 	case sess.regionCount >= s.opts.MaxRegions:
 		return fmt.Errorf("%w: %d regions are registered in this session, at most %d", ErrLimit, sess.regionCount, s.opts.MaxRegions)
-	case s.mu.mapped+size > s.opts.MaxRegionBytes:
+	case s.mu.mapped+size > int64(s.opts.MaxRegionBytes):
 		return fmt.Errorf("%w: registered regions map %d of %d bytes", ErrLimit, s.mu.mapped, s.opts.MaxRegionBytes)
 	}
 	sess.regionCount++

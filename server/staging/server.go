@@ -211,7 +211,7 @@ type answerError struct {
 // then waits for the client to hang up and frees the session.
 func (s *Server) handle(p *pendingConn, el *list.Element) {
 	c := p.c
-	h, err := readHello(c, s.opts.MaxSessionBytes)
+	h, err := readHello(c, int64(s.opts.MaxSessionBytes))
 	s.mu.Lock()
 	closed := p.closed
 	if !closed {
@@ -346,12 +346,12 @@ func (s *Server) reserve(owner string, size int64) error {
 	case u.sessions >= s.opts.MaxOwnerSessions:
 		s.quotaRefusals.Add(1)
 		return fmt.Errorf("%w: %d sessions of this principal are open, at most %d each; other principals may still open theirs", ErrQuota, u.sessions, s.opts.MaxOwnerSessions)
-	case u.bytes+size > s.opts.MaxOwnerBytes:
+	case u.bytes+size > int64(s.opts.MaxOwnerBytes):
 		s.quotaRefusals.Add(1)
 		return fmt.Errorf("%w: this principal's sessions hold %d bytes, at most %d each; other principals may still open theirs", ErrQuota, u.bytes, s.opts.MaxOwnerBytes)
 	case s.mu.open >= s.opts.MaxSessions:
 		return fmt.Errorf("%w: %d sessions are open", ErrLimit, s.mu.open)
-	case s.mu.used+size > s.opts.MaxBytes:
+	case s.mu.used+size > int64(s.opts.MaxBytes):
 		return fmt.Errorf("%w: %d of %d bytes are in use", ErrLimit, s.mu.used, s.opts.MaxBytes)
 	}
 	u.sessions++
