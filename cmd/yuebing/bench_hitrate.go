@@ -1,7 +1,6 @@
 package main
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/yuebing/yuebing/bench/hitrate"
@@ -44,53 +43,10 @@ same capacity as their baseline. See docs/policies.md.`,
 			if len(traces) == 0 {
 				return usageErrorf("--trace is required")
 			}
-			opts := hitrate.Options{Workers: workers, Progress: true, ThroughTier: throughTier}
-			for _, s := range splitList(capacities) {
-				if strings.EqualFold(s, "inf") {
-					continue // the unbounded row is always reported
-				}
-				n, err := parseTokenCount(s)
-				if err != nil {
-					return usageErrorf("--capacity: %v", err)
-				}
-				if n < bench.TraceBlockTokens {
-					return usageErrorf("--capacity: %s tokens is less than one %d-token block", s, bench.TraceBlockTokens)
-				}
-				opts.Capacities = append(opts.Capacities, n)
-			}
-			if opts.Capacities == nil {
-				opts.Capacities = []int64{} // only "inf": just the unbounded rows
-			}
-			if s3Cap != "" && ssdCap == "" {
-				return usageErrorf("--s3-capacity needs --ssd-capacity: the S3 tier takes what SSD evicts")
-			}
-			if ssdCap != "" {
-				n, err := parseTokenCount(ssdCap)
-				if err != nil {
-					return usageErrorf("--ssd-capacity: %v", err)
-				}
-				if n < bench.TraceBlockTokens {
-					return usageErrorf("--ssd-capacity: %s tokens is less than one %d-token block", ssdCap, bench.TraceBlockTokens)
-				}
-				opts.SSDCapacity = n
-				if s3Cap != "" {
-					if opts.S3Capacity, err = parseTokenCount(s3Cap); err != nil || opts.S3Capacity < bench.TraceBlockTokens {
-						return usageErrorf("--s3-capacity: %q: want a token count of at least one %d-token block", s3Cap, bench.TraceBlockTokens)
-					}
-				}
-				opts.Admissions = splitList(admissions)
-				for _, a := range opts.Admissions {
-					if !slices.Contains(hitrate.Admissions, a) {
-						return usageErrorf("--ssd-admission: %q: want one of %s", a, strings.Join(hitrate.Admissions, ", "))
-					}
-				}
-			}
-			var err error
-			if opts.Policies, err = hitrate.ParsePolicies(policies); err != nil {
+			opts, err := hitrate.Flags{Capacities: capacities, SSDCapacity: ssdCap, S3Capacity: s3Cap,
+				Admissions: admissions, Policies: policies, Workers: workers, ThroughTier: throughTier}.Options()
+			if err != nil {
 				return usageError{err}
-			}
-			if workers < 0 {
-				return usageErrorf("--workers: %d is negative", workers)
 			}
 			for _, path := range traces {
 				t, err := bench.OpenTrace(path)

@@ -16,6 +16,3 @@ func parseSize(s string) (int64, error) {
 // parseTokenCount reads a token count: a whole number with an optional
 // decimal suffix K, M or G, or a fractional one ("1.5M").
 var parseTokenCount = bench.ParseTokenCount
-
-// splitList splits a comma-separated flag value, dropping empty items.
-var splitList = bench.SplitList
