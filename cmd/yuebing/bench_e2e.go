@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/spf13/cobra"
 	"github.com/yuebing/yuebing/bench/e2e"
 
@@ -54,30 +56,19 @@ With --router the sample is replayed through the conductor's router instead
 			if o.Trace == "" {
 				return usageErrorf("--trace is required")
 			}
-			for _, f := range []struct {
-				name string
-				v    int
-			}{{"--engines", o.Engines}, {"--requests", o.Requests}, {"--max-input", o.MaxInput}, {"--max-output", o.MaxOutput}, {"--pool-blocks", o.PoolBlocks}, {"--rounds", o.Rounds}} {
-				if f.v < 0 || f.v > 1<<20 {
-					return usageErrorf("%s: %d, want 1 to 1048576 (0 for the default)", f.name, f.v)
-				}
-			}
-			if o.Scale < 0 || o.TimeScale < 0 || o.Compression < 0 || o.Duration < 0 {
-				return usageErrorf("--scale, --time-scale, --compression and --duration must not be negative")
-			}
-			if layout != "" {
-				l, err := e2e.PresetLayout(layout, blockTokensArg)
-				if err != nil {
-					return usageErrorf("--layout: %v", err)
-				}
-				o.Layout = l
-			}
-			if ro.load < 0 || ro.load > 100 {
-				return usageErrorf("--load must be in (0, 100]")
-			}
-			o.Load = ro.load
+			ef := e2e.Flags{Options: o, Layout: layout, BlockTokens: blockTokensArg, Load: ro.load}
+			o, err := ef.Parse()
 			if ro.on {
-				return runBenchE2ERouter(cmd, o, ro, asJSON, plot, dramCapacity, dataDir)
+				rf := e2e.RouterFlags{Routings: ro.routings, TTFTSLO: ro.slo, Pool: ro.pool, Bandwidth: ro.bw,
+					Load: ro.load, SideBySide: ro.side, Prompts: ro.prompts}
+				rop, rerr := rf.Parse(o, cmd.ErrOrStderr())
+				if err := errors.Join(err, rerr); err != nil {
+					return usageError{err}
+				}
+				return runBenchE2ERouter(cmd, rop, asJSON, plot, dramCapacity, dataDir)
+			}
+			if err != nil {
+				return usageError{err}
 			}
 			if o.Addr == "" {
 				stop, addr, err := startBenchNode(dramCapacity, dataDir, 64<<20, false)

@@ -35,21 +35,10 @@ func (r *e2eRouterFlags) register(f *pflag.FlagSet) {
 	f.Float64Var(&r.bw, "bandwidth", 0, "with --router: the router's KV transfer estimate in Gbps (default: an adapter load measured at the start)")
 }
 
-// runBenchE2ERouter is `yuebing bench e2e --router`; o holds the flags
-// the replay shares with the plain e2e bench, validated.
-func runBenchE2ERouter(cmd *cobra.Command, o e2e.Options, r e2eRouterFlags, asJSON bool, plot, dramCapacity, dataDir string) error {
-	ro := e2e.RouterOptions{Options: o, TTFTSLO: r.slo, Pool: r.pool, Bandwidth: r.bw * 1e9 / 8, SideBySide: r.side, Log: cmd.ErrOrStderr(), Prompts: r.prompts}
-	if r.prompts != e2e.PromptsIDs && r.prompts != e2e.PromptsChat {
-		return usageErrorf("--prompts: %q: want ids or chat", r.prompts)
-	}
-	var err error
-	if ro.Routings, err = e2e.ParseRoutings(r.routings); err != nil {
-		return usageError{err}
-	}
-	if r.slo < 0 || r.bw < 0 || r.load < 0 || r.load > 100 {
-		return usageErrorf("--ttft-slo and --bandwidth must not be negative, --load must be in (0, 100]")
-	}
-	if r.pool && ro.Addr == "" {
+// runBenchE2ERouter is `yuebing bench e2e --router`; ro holds the
+// replay's options, validated.
+func runBenchE2ERouter(cmd *cobra.Command, ro e2e.RouterOptions, asJSON bool, plot, dramCapacity, dataDir string) error {
+	if ro.Pool && ro.Addr == "" {
 		stop, addr, err := startBenchNode(dramCapacity, dataDir, 64<<20, false)
 		if err != nil {
 			return err
