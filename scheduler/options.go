@@ -153,14 +153,14 @@ const MaxInstances = 256
 
 // Options configures a Core. The zero value is valid after EnsureDefaults.
 // The YAML names are those of the server configuration's conductor section;
-// fields without one are set by programs only (the server's
-// bandwidth_gbps, prefill_profile and decode_profile become Bandwidth,
-// Prefill and Decode).
+// fields without one are set by programs only (the server's policy,
+// rejection, bandwidth_gbps, prefill_profile and decode_profile become
+// Policy, Rejection, Bandwidth, Prefill and Decode).
 type Options struct {
 	// Policy chooses prefill instances. Default: PolicyCacheGlobal.
-	Policy Policy `yaml:"policy"`
+	Policy Policy `yaml:"-"`
 	// Rejection is the overload policy. Default: RejectPredicted.
-	Rejection Rejection `yaml:"rejection"`
+	Rejection Rejection `yaml:"-"`
 	// BlockSize is the tokens per block key. Default: block.DefaultBlockSize.
 	BlockSize int `yaml:"block_size"`
 	// BalancingThreshold is the paper's kvcache_balancing_threshold: an

@@ -197,9 +197,15 @@ type ContextsConfig struct {
 type ConductorConfig struct {
 	// Enabled mounts the conductor's endpoints. Default true.
 	Enabled bool `yaml:"enabled"`
-	// Options are the scheduler's: policy, rejection, block_size,
-	// balancing_threshold, ttft_slo, tbt_slo, decode_time and
-	// kv_bytes_per_token.
+	// Policy is cache-global (alias conductor: Algorithm 1), load
+	// (least_loaded), round-robin (round_robin), cache-local or random:
+	// Options' Policy by name. Default cache-global.
+	Policy string `yaml:"policy"`
+	// Rejection is none, early or predicted: Options' Rejection by name.
+	// Default predicted.
+	Rejection string `yaml:"rejection"`
+	// Options are the scheduler's: block_size, balancing_threshold,
+	// ttft_slo, tbt_slo, decode_time and kv_bytes_per_token.
 	scheduler.Options `yaml:",inline"`
 	// BandwidthGbps is the KV transfer bandwidth between instances, Options'
 	// Bandwidth in Gbps. Default 800.
@@ -227,10 +233,16 @@ func DefaultConductorConfig() ConductorConfig {
 func (c *ConductorConfig) resolve(bad func(field, format string, args ...any)) {
 	o := c.Options
 	o.Bandwidth = c.BandwidthGbps * 1e9 / 8
+	var err error
+	if o.Policy, err = scheduler.ParsePolicy(c.Policy); err != nil {
+		bad("policy", "%q: want %s", c.Policy, scheduler.PolicyNames)
+	}
+	if o.Rejection, err = scheduler.ParseRejection(c.Rejection); err != nil {
+		bad("rejection", "%q: want none, early or predicted", c.Rejection)
+	}
 	if err := block.ValidateBlockSize(o.BlockSize); err != nil {
 		bad("block_size", "%d: want %d to %d", o.BlockSize, block.MinBlockSize, block.MaxBlockSize)
 	}
-	var err error
 	if c.PrefillProfile != "" {
 		if o.Prefill, err = loadProfile(c.PrefillProfile, scheduler.ParsePrefillProfile); err != nil {
 			bad("prefill_profile", "%v", err)
@@ -256,9 +268,15 @@ func (c *ConductorConfig) resolve(bad func(field, format string, args ...any)) {
 }
 
 // conductorField names the YAML field of a scheduler.Options field: its
-// tag, or bandwidth_gbps for Bandwidth; "" for one that has none.
+// tag, or the ConductorConfig field it is resolved from; "" for one that
+// has none.
 func conductorField(field string) string {
-	if field == "Bandwidth" {
+	switch field {
+	case "Policy":
+		return "policy"
+	case "Rejection":
+		return "rejection"
+	case "Bandwidth":
 		return "bandwidth_gbps"
 	}
 	f, ok := reflect.TypeFor[scheduler.Options]().FieldByName(field)
@@ -368,6 +386,12 @@ func (c *Config) EnsureDefaults() {
 func (c *ConductorConfig) ensureDefaults() {
 	o := c.Options
 	o.EnsureDefaults()
+	if c.Policy == "" {
+		c.Policy = o.Policy.String()
+	}
+	if c.Rejection == "" {
+		c.Rejection = o.Rejection.String()
+	}
 	if c.BandwidthGbps == 0 {
 		c.BandwidthGbps = o.Bandwidth * 8 / 1e9
 	}

@@ -502,12 +502,8 @@ func replayRouted(ctx context.Context, o RouterOptions, cl *client.Client, routi
 // loopback listener and returns its URL; done closes when it has stopped.
 func startBenchRouter(ctx context.Context, o RouterOptions, routing, ns string, engines []router.Engine) (string, <-chan struct{}, error) {
 	cc := server.DefaultConductorConfig()
-	policy, err := scheduler.ParsePolicy(routing)
-	if err != nil {
-		return "", nil, err
-	}
-	cc.Policy = policy
-	cc.Rejection = scheduler.RejectPredicted
+	cc.Policy = routing
+	cc.Rejection = scheduler.RejectPredicted.String()
 	cc.TTFTSLO = o.slo
 	cc.BlockSize = o.Layout.BlockTokens
 	cc.KVBytesPerToken = server.ByteSize(o.Layout.BlockBytes() / int64(o.Layout.BlockTokens))
