@@ -113,7 +113,7 @@ func (nc nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descXferRead, t.BlocksRead)
 		}
 	}
-	if r := n.resp; r != nil {
+	if r := n.resp.Load(); r != nil {
 		s := r.Stats()
 		gauge(descRESPClients, s.ConnectedClients)
 		counter(descRESPConns, s.TotalConnections)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -35,13 +36,15 @@ import (
 
 // Node is a running cache node: the store and the services in front of it.
 type Node struct {
-	cfg      Config
-	log      *slog.Logger
-	lock     *dirlock.Lock // DataDir's, held from start to the store's close
-	store    *tier.Hierarchy
-	budget   *budget.Budget // limits.max_inflight_bytes, shared by every front end
-	api      *API
-	resp     *resp.Server    // nil when resp.listen is empty
+	cfg    Config
+	log    *slog.Logger
+	lock   *dirlock.Lock // DataDir's, held from start to the store's close
+	store  *tier.Hierarchy
+	budget *budget.Budget // limits.max_inflight_bytes, shared by every front end
+	api    *API
+	// resp is nil when resp.listen is empty; atomic because the console's
+	// sampler reads the node's metrics while Start is still listening.
+	resp     atomic.Pointer[resp.Server]
 	cluster  *clusterParts   // nil when the node runs alone
 	staging  *staging.Server // nil when shm.listen is empty
 	services []*service
@@ -398,7 +401,7 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 			ln.Close()
 			return fmt.Errorf("server: resp.listen: %w", err)
 		}
-		n.resp = rs
+		n.resp.Store(rs)
 		n.services = append(n.services, &service{
 			name: "resp", ln: rln, serve: rs.Serve, shutdown: rs.Shutdown,
 			close: func() error { // Shutdown past its deadline closes every connection
