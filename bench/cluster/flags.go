@@ -3,7 +3,6 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/yuebing/yuebing/bench"
 	"github.com/yuebing/yuebing/server"
@@ -45,14 +44,9 @@ func (f *Flags) Parse() (Options, error) {
 		}
 		s.dst(int64(n))
 	}
-	o.Ranks = nil
-	for _, s := range bench.SplitList(f.Ranks) {
-		r, err := strconv.Atoi(s)
-		if err != nil || r < 1 {
-			bad("--ranks: %q is not a rank", s)
-			continue
-		}
-		o.Ranks = append(o.Ranks, r)
+	var err error
+	if o.Ranks, err = bench.ParseRanks(f.Ranks, ""); err != nil {
+		errs = append(errs, err)
 	}
 	if f.Every < 1 {
 		bad("--every: %d, want at least 1", f.Every)
@@ -60,11 +54,9 @@ func (f *Flags) Parse() (Options, error) {
 	if len(errs) > 0 {
 		return o, errors.Join(errs...)
 	}
-	// The trace is opened later; a stand-in lets Validate check the rest.
-	check := o
-	check.EnsureDefaults()
-	if check.Trace == nil {
-		check.Trace = &bench.Trace{}
-	}
-	return o, check.Validate()
+	return o, bench.ValidateDefaulted(o, func(c *Options) {
+		if c.Trace == nil {
+			c.Trace = &bench.Trace{}
+		}
+	})
 }

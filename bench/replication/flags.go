@@ -3,7 +3,6 @@ package replication
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/yuebing/yuebing/bench"
 )
@@ -34,14 +33,8 @@ func (f *Flags) Parse() (Options, error) {
 		bad("--capacity: %v", err)
 	}
 	o.NodeCapacity = c
-	o.Ranks = nil
-	for _, s := range bench.SplitList(f.Ranks) {
-		r, err := strconv.Atoi(s)
-		if err != nil || r < 1 {
-			bad("--ranks: %q is not a rank (1 is the most accessed key)", s)
-			continue
-		}
-		o.Ranks = append(o.Ranks, r)
+	if o.Ranks, err = bench.ParseRanks(f.Ranks, "1 is the most accessed key"); err != nil {
+		errs = append(errs, err)
 	}
 	if f.Every < 1 {
 		bad("--every: %d, want at least 1", f.Every)
@@ -49,11 +42,9 @@ func (f *Flags) Parse() (Options, error) {
 	if len(errs) > 0 {
 		return o, errors.Join(errs...)
 	}
-	// The traces are opened later; a stand-in lets Validate check the rest.
-	check := o
-	check.EnsureDefaults()
-	if len(check.Traces) == 0 {
-		check.Traces = []*bench.Trace{{}}
-	}
-	return o, check.Validate()
+	return o, bench.ValidateDefaulted(o, func(c *Options) {
+		if len(c.Traces) == 0 {
+			c.Traces = []*bench.Trace{{}}
+		}
+	})
 }

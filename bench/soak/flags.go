@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/yuebing/yuebing/bench"
 	"github.com/yuebing/yuebing/server"
 )
 
@@ -72,7 +73,5 @@ func (f *Flags) Parse() (Options, error) {
 	if len(errs) > 0 {
 		return o, errors.Join(errs...)
 	}
-	check := o
-	check.EnsureDefaults()
-	return o, check.Validate()
+	return o, bench.ValidateDefaulted(o, nil)
 }
