@@ -102,8 +102,8 @@ type RESPConfig struct {
 	// negative keeps every value in a block.
 	InlineMax int `yaml:"inline_max"`
 	// InlineCapacity bounds the memory of inline values (keys, values and
-	// table entries), beside the DRAM tier's capacity. Default (0): a
-	// sixteenth of dram.capacity, at least 16 MiB.
+	// table entries), which they take from the DRAM tier's capacity.
+	// Default (0): half of dram.capacity.
 	InlineCapacity ByteSize `yaml:"inline_capacity"`
 }
 

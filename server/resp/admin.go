@@ -548,8 +548,14 @@ func cmdInfo(c *conn, args [][]byte) error {
 		if len(hs.Tiers) > 0 {
 			used, capacity = hs.Tiers[0].Used, hs.Tiers[0].Capacity
 		}
-		// Inline values are DRAM too, beside the top tier.
-		used, capacity = used+st.InlineBytes, capacity+st.InlineCapacity
+		if s.share.r != nil {
+			// The top tier's used bytes count the inline values'
+			// reservation; what they use of it is the figure.
+			used += st.InlineBytes - st.InlineReserved
+		} else {
+			// Inline values are DRAM too, beside the top tier.
+			used, capacity = used+st.InlineBytes, capacity+st.InlineCapacity
+		}
 		kv("used_memory", used)
 		kv("used_memory_human", human(used))
 		kv("maxmemory", capacity)
@@ -586,6 +592,7 @@ func cmdInfo(c *conn, args [][]byte) error {
 		kv("inline_keys", st.InlineKeys)
 		kv("inline_used_bytes", st.InlineBytes)
 		kv("inline_capacity_bytes", st.InlineCapacity)
+		kv("inline_reserved_bytes", st.InlineReserved)
 		kv("inline_corrupt_values", st.CorruptValues)
 		kv("expiry_heap_entries", st.ExpiryHeapEntries)
 	})

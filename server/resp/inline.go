@@ -14,8 +14,9 @@ import (
 // the delete of the block it replaces. Such values are
 //
 //   - bounded: their keys, values and entries (entry.cost) together stay
-//     within Options.InlineCapacity; past it a sample of inline keys is
-//     looked at and the least recently used evicted (Redis's allkeys-lru
+//     within Options.InlineCapacity and within what they reserved of the
+//     DRAM tier (share.go); past it a sample of inline keys is looked at
+//     and the least recently used evicted (Redis's allkeys-lru
 //     approximation), LMCache pair partners with them;
 //   - verified: every read checks the CRC; a value that fails it is
 //     dropped and read as missing;
@@ -168,11 +169,11 @@ func (s *Server) persistInline(ctx context.Context) (written int) {
 // price of a few more map steps.
 const evictSample = 8
 
-// evictInline evicts inline keys until their cost is within
-// Options.InlineCapacity: of a sample from one shard after another, the
-// least recently used, with its LMCache pair partner.
-func (s *Server) evictInline() {
-	for tries := 0; s.ks.inlineBytes.Load() > s.opts.InlineCapacity && tries < 4*shards; tries++ {
+// evictInline evicts inline keys until their cost is within target: of a
+// sample from one shard after another, the least recently used, with its
+// LMCache pair partner.
+func (s *Server) evictInline(target int64) {
+	for tries := 0; s.ks.inlineBytes.Load() > target && tries < 4*shards; tries++ {
 		e := s.ks.sampleInline(int(s.evictShard.Add(1) % shards))
 		if e == nil {
 			continue

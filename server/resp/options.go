@@ -80,9 +80,12 @@ type Options struct {
 	// InlineCapacity bounds what inline values cost in memory, in bytes:
 	// their keys, values and table entries. Past it the least recently
 	// used of a sample of inline keys are evicted, as Redis's allkeys-lru
-	// does. Default a sixteenth of the store's top tier capacity, at
-	// least 16 MiB. It is memory beside the top tier's (INFO's maxmemory
-	// counts both).
+	// does. When the store's top tier is the DRAM tier, inline values
+	// take their memory from it (share.go): the tier evicts blocks to
+	// make room for them, up to this bound, and they are evicted when it
+	// can give no more; default half the tier's capacity, so blocks keep
+	// at least the other half. Over any other top tier they sit beside
+	// it; default a sixteenth of its capacity, at least 16 MiB.
 	InlineCapacity int64
 	// Version is reported as yuebing_version by INFO. Default "devel".
 	Version string
@@ -168,9 +171,14 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.InlineCapacity == 0 && o.Store != nil {
 		if ts := o.Store.Tiers(); len(ts) > 0 {
-			o.InlineCapacity = ts[0].Stats().Capacity / 16
+			if _, inside := ts[0].(reserver); inside {
+				o.InlineCapacity = ts[0].Stats().Capacity / 2
+			} else {
+				o.InlineCapacity = max(ts[0].Stats().Capacity/16, 16<<20)
+			}
+		} else {
+			o.InlineCapacity = 16 << 20
 		}
-		o.InlineCapacity = max(o.InlineCapacity, 16<<20)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

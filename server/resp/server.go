@@ -31,8 +31,10 @@ type Server struct {
 	// sample is taken.
 	tick       atomic.Uint32
 	evictShard atomic.Uint64
-	start      time.Time
-	ids        atomic.Int64
+	// share is the inline values' reservation in the top tier (share.go).
+	share share
+	start time.Time
+	ids   atomic.Int64
 
 	stats counters
 	// setWarn and delWarn limit the logging of SETs and DELs that did not
@@ -101,6 +103,7 @@ type Stats struct {
 	InlineKeys        int64 `json:"inline_keys"`     // keys whose value is inline
 	InlineBytes       int64 `json:"inline_bytes"`    // what they cost, against InlineCapacity
 	InlineCapacity    int64 `json:"inline_capacity"` // Options.InlineCapacity
+	InlineReserved    int64 `json:"inline_reserved"` // of the DRAM tier, for them (0 when they sit beside it)
 	CorruptValues     int64 `json:"corrupt_values"`  // inline values dropped for a bad checksum
 }
 
@@ -117,6 +120,9 @@ func NewServer(opts Options) (*Server, error) {
 		ks:    newKeyspace(),
 		start: opts.Now(),
 		delQ:  make(chan block.Key, 4096),
+	}
+	if ts := opts.Store.Tiers(); len(ts) > 0 {
+		s.share.r, _ = ts[0].(reserver)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.stopping = make(chan struct{})
@@ -277,6 +283,9 @@ func (s *Server) expireLoop() {
 		if i%100 == 0 {
 			s.ks.compactExpiry()
 		}
+		if s.share.r != nil {
+			s.share.shrink(s.ks.inlineBytes.Load())
+		}
 	}
 }
 
@@ -307,6 +316,7 @@ func (s *Server) Stats() Stats {
 	st.ExpiryHeapEntries = s.ks.exp.h.Len()
 	st.InlineKeys, st.InlineBytes = s.ks.inlineKeys.Load(), s.ks.inlineBytes.Load()
 	st.InlineCapacity, st.CorruptValues = s.opts.InlineCapacity, s.stats.corrupt.Load()
+	st.InlineReserved = s.share.reserved.Load()
 	s.ks.exp.Unlock()
 	return st
 }
@@ -442,6 +452,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !already {
 		// No command runs now: inline values become blocks, for the
 		// store's Flush to keep across a restart.
+		s.share.releaseAll()
 		s.persistInline(ctx)
 		close(s.bg.stop)
 	}

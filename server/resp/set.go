@@ -436,8 +436,8 @@ func (c *conn) replaced(name []byte, raw, e *entry) {
 	}
 	c.writtenHere(name, e)
 	c.s.stats.sets.Add(1)
-	if e.inline && c.s.ks.inlineBytes.Load() > c.s.opts.InlineCapacity {
-		c.s.evictInline()
+	if e.inline && c.s.ks.inlineBytes.Load() > c.s.inlineLimit() {
+		c.s.fitInline()
 	}
 }
 

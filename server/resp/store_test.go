@@ -407,8 +407,8 @@ func TestInfo(t *testing.T) {
 		"connected_clients":        "1",
 		"keyspace_hits":            "1",
 		"keyspace_misses":          "1",
-		"maxmemory":                fmt.Sprint(dram.Capacity + st.InlineCapacity),
-		"used_memory":              fmt.Sprint(dram.Used + st.InlineBytes),
+		"maxmemory":                fmt.Sprint(dram.Capacity), // inline values count inside it
+		"used_memory":              fmt.Sprint(dram.Used - st.InlineReserved + st.InlineBytes),
 		"maxmemory_policy":         "allkeys-lru",
 		"db0":                      "keys=1,expires=0,avg_ttl=0",
 		"total_commands_processed": "3",
