@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -352,6 +353,10 @@ func (r *shmReader) Read(p []byte) (int, error) {
 
 type clearRequest struct {
 	Namespace string `json:"namespace"`
+	// Regex, when set, limits the clear to objects whose name it matches
+	// anywhere (RE2 syntax): Mooncake's remove_by_regex. Blocks stored by
+	// chained key have no name and are kept.
+	Regex string `json:"regex,omitempty"`
 }
 
 // clearBudget bounds how many blocks one clear call visits, so a request
@@ -376,6 +381,14 @@ func (a *API) clearNamespace(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
+	var re *regexp.Regexp
+	if req.Regex != "" {
+		var err error
+		if re, err = regexp.Compile(req.Regex); err != nil {
+			a.fail(c, fmt.Errorf("%w: regex: %v", ErrBadRequest, err))
+			return
+		}
+	}
 	ctx := c.Request.Context()
 	deleted, visited := 0, 0
 	var cursor uint64
@@ -391,7 +404,8 @@ func (a *API) clearNamespace(c *gin.Context) {
 			if err != nil {
 				continue
 			}
-			if m, ok := decodeMeta(info.Meta); !ok || m.Namespace != req.Namespace {
+			m, ok := decodeMeta(info.Meta)
+			if !ok || m.Namespace != req.Namespace || re != nil && (!m.HasName || !re.MatchString(m.Name)) {
 				continue
 			}
 			if a.store.Delete(k) == nil {
