@@ -142,12 +142,19 @@ func DecodeHeader(b []byte) (Header, error) {
 }
 
 // Verify checks that payload (the uncompressed bytes) matches the header.
-func (h Header) Verify(payload []byte) error {
-	if uint64(len(payload)) != uint64(h.RawLen) {
-		return fmt.Errorf("%w: payload is %d bytes, header says %d", ErrCorrupt, len(payload), h.RawLen)
+func (h Header) Verify(payload []byte) error { return Verify(payload, uint64(h.RawLen), h.Checksum) }
+
+// Verify checks a block read back from a tier against the length and
+// CRC-32C recorded when it was written (a Header, or the S3 tier's segment
+// footer): the one check every tier makes before it serves stored bytes.
+// Errors wrap ErrCorrupt, which the tiers report as tier.ErrCorrupt after
+// dropping the block.
+func Verify(payload []byte, size uint64, crc uint32) error {
+	if uint64(len(payload)) != size {
+		return fmt.Errorf("%w: payload is %d bytes, want %d", ErrCorrupt, len(payload), size)
 	}
-	if got := Checksum(payload); got != h.Checksum {
-		return fmt.Errorf("%w: payload checksum %08x, want %08x", ErrCorrupt, got, h.Checksum)
+	if got := Checksum(payload); got != crc {
+		return fmt.Errorf("%w: payload checksum %08x, want %08x", ErrCorrupt, got, crc)
 	}
 	return nil
 }

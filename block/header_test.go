@@ -88,3 +88,25 @@ func FuzzDecodeHeader(f *testing.F) {
 		}
 	})
 }
+
+// TestVerify: a block read back passes only with its recorded length and
+// checksum; anything else is ErrCorrupt, as every tier reports it.
+func TestVerify(t *testing.T) {
+	p := []byte("a block of KV tensors")
+	sum := Checksum(p)
+	f := func(payload []byte, size uint64, crc uint32, ok bool) {
+		t.Helper()
+		err := Verify(payload, size, crc)
+		if ok != (err == nil) || (err != nil && !errors.Is(err, ErrCorrupt)) {
+			t.Errorf("Verify(%q, %d, %08x) = %v, want ok %v", payload, size, crc, err, ok)
+		}
+	}
+	f(p, uint64(len(p)), sum, true)
+	f(nil, 0, 0, true)
+	f(p[:len(p)-1], uint64(len(p)), sum, false)
+	f(p, uint64(len(p))+1, sum, false)
+	f(p, uint64(len(p)), sum^1, false)
+	flipped := append([]byte(nil), p...)
+	flipped[3] ^= 0x40
+	f(flipped, uint64(len(p)), sum, false)
+}

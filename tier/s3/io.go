@@ -257,7 +257,7 @@ func (t *Tier) compactOne(ctx context.Context) {
 		if e.size > 0 {
 			v = data[e.off-lo : e.off-lo+e.size]
 		}
-		if block.Checksum(v) != e.crc {
+		if block.Verify(v, uint64(e.size), e.crc) != nil {
 			t.corrupt.Add(1)
 			t.removeLocked(k, e, true)
 			continue

@@ -433,13 +433,16 @@ func (t *Tier) Get(ctx context.Context, key block.Key) (*tier.Handle, error) {
 	return t.verified(key, e, buf)
 }
 
+// verified hands out buf, the bytes read for e, if they match the length
+// and CRC-32C its footer recorded; else it drops the block, which is never
+// served, and returns tier.ErrCorrupt.
 func (t *Tier) verified(key block.Key, e *entry, buf []byte) (*tier.Handle, error) {
-	if block.Checksum(buf) != e.crc {
+	if err := block.Verify(buf, uint64(e.size), e.crc); err != nil {
 		t.corrupt.Add(1)
 		t.misses.Add(1)
 		t.dropEntry(key, e)
-		t.opts.Logger.Warn("s3: corrupt block dropped", "segment", e.seg.name, "offset", e.off, "size", e.size)
-		return nil, fmt.Errorf("%w: s3 block in %s at %d", tier.ErrCorrupt, e.seg.name, e.off)
+		t.opts.Logger.Warn("s3: corrupt block dropped", "segment", e.seg.name, "offset", e.off, "size", e.size, "err", err)
+		return nil, fmt.Errorf("s3: block in %s at %d: %w", e.seg.name, e.off, err)
 	}
 	t.hits.Add(1)
 	return tier.NewHandle(buf, e.crc, nil), nil
