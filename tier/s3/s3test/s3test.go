@@ -1,6 +1,7 @@
 // Package s3test starts a real S3-compatible server for tests: versitygw
-// serving a temporary directory on 127.0.0.1, and a fault-injecting proxy in
-// front of it for outages, slowness, 5xx and 403 answers.
+// serving a temporary directory on 127.0.0.1 (package versitygw, with the
+// test's cleanup), and a fault-injecting proxy in front of it for outages,
+// slowness, 5xx and 403 answers.
 //
 //	srv := s3test.Start(t) // skips the test when versitygw is not installed
 //	tr, err := s3.Open(ctx, s3.Options{Endpoint: srv.Endpoint, Bucket: srv.Bucket,
@@ -15,44 +16,18 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/yuebing/yuebing/tier/s3/versitygw"
 )
 
-// Binary returns the path of versitygw: on PATH, else in $(go env GOPATH)/bin
-// (where .ci/run installs it), else "".
-func Binary() string {
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p
-	}
-	gopath := os.Getenv("GOPATH")
-	if gopath == "" {
-		if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-			gopath = string(trimNL(out))
-		}
-	}
-	for _, dir := range filepath.SplitList(gopath) {
-		p := filepath.Join(dir, "bin", "versitygw")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-func trimNL(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
+// Binary returns the path of versitygw, or "" (versitygw.Binary).
+func Binary() string { return versitygw.Binary() }
 
 // Server is a running versitygw with one bucket.
 type Server struct {
@@ -62,11 +37,8 @@ type Server struct {
 	Bucket    string
 	Dir       string // the directory it serves; the bucket is Dir/Bucket
 
-	t    testing.TB
-	bin  string
-	addr string
-	mu   sync.Mutex
-	cmd  *exec.Cmd
+	t  testing.TB
+	gw *versitygw.Server
 }
 
 // Start runs versitygw on a free port of 127.0.0.1 over a temporary
@@ -74,81 +46,42 @@ type Server struct {
 // missing, and stops the server at cleanup.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin := Binary()
-	if bin == "" {
-		t.Skip("versitygw not installed (go install github.com/versity/versitygw/cmd/versitygw@latest; .ci/run does it)")
+	if Binary() == "" {
+		t.Skip(versitygw.ErrNotInstalled)
 	}
-	s := &Server{t: t, bin: bin, AccessKey: "yuebing-test", SecretKey: "yuebing-test-secret", Bucket: "yuebing", Dir: t.TempDir()}
-	s.addr = freeAddr(t)
-	s.Endpoint = s.addr
-	s.start()
-	t.Cleanup(s.Stop)
-	cl := s.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := cl.MakeBucket(ctx, s.Bucket, minio.MakeBucketOptions{}); err != nil {
-		t.Fatalf("s3test: creating bucket: %v", err)
-	}
-	return s
-}
-
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	logf, err := os.Create(filepath.Join(t.TempDir(), "versitygw.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func (s *Server) start() {
-	s.t.Helper()
-	cmd := exec.Command(s.bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", s.addr, "--quiet", "posix", s.Dir)
-	logf, err := os.Create(filepath.Join(s.t.TempDir(), "versitygw.log"))
+	t.Cleanup(func() { logf.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	gw, err := versitygw.Start(ctx, versitygw.Options{Dir: t.TempDir(), AccessKey: "yuebing-test", SecretKey: "yuebing-test-secret", Log: logf})
 	if err != nil {
-		s.t.Fatal(err)
+		b, _ := os.ReadFile(logf.Name())
+		t.Fatalf("s3test: %v: %s", err, b)
 	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("s3test: starting versitygw: %v", err)
-	}
-	s.mu.Lock()
-	s.cmd = cmd
-	s.mu.Unlock()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", s.addr, 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logf.Name())
-			s.t.Fatalf("s3test: versitygw did not listen on %s: %s", s.addr, b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	t.Cleanup(gw.Stop)
+	return &Server{Endpoint: gw.Endpoint, AccessKey: gw.AccessKey, SecretKey: gw.SecretKey, Bucket: gw.Bucket, Dir: gw.Dir, t: t, gw: gw}
 }
 
 // Stop kills the server (as an outage would); Restart brings it back on the
 // same address and directory.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	cmd := s.cmd
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
+func (s *Server) Stop() { s.gw.Stop() }
+
+// Restart starts a stopped server again.
+func (s *Server) Restart() {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.gw.Restart(ctx); err != nil {
+		s.t.Fatalf("s3test: %v", err)
 	}
 }
 
-// Restart starts a stopped server again.
-func (s *Server) Restart() { s.start() }
-
 // Client returns a client of the server with its credentials.
 func (s *Server) Client() *minio.Client {
-	cl, err := minio.New(s.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""), BucketLookup: minio.BucketLookupPath, Region: "us-east-1"})
+	cl, err := s.gw.Client()
 	if err != nil {
 		s.t.Fatal(err)
 	}
