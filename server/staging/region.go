@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"runtime/debug"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -169,7 +170,13 @@ func (s *Server) register(sess *Session, fd int, size int64) (uint32, error) {
 	if err := s.reserveRegion(sess, size); err != nil {
 		return 0, err
 	}
-	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	// MAP_POPULATE maps every page now, at registration, instead of one
+	// fault per 4 KiB page on the first copy into it: a fresh 16 MiB
+	// region otherwise costs 4,096 faults inside the first get, several
+	// times the copy itself. The pages are the client's memfd's (counted
+	// against MaxRegionBytes); a page the client never touched is
+	// allocated here, as the first copy would.
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		s.unreserveRegion(sess, size)
 		return 0, fmt.Errorf("%w: mapping it: %v", ErrBadRegion, err)
@@ -262,7 +269,47 @@ func (s *Server) Regions() (bytes int64) {
 // client's region: should the client's memory fault under the copy anyway
 // (a way around the checks at registration this package does not know
 // of), the copy fails with ErrBadRegion instead of the process dying.
-func Copy(dst, src []byte) (n int, err error) {
+//
+// A copy of parallelMin bytes or more is split across goroutines, one
+// part each: one core's memmove reaches a fraction of what the memory
+// bus carries (about 10 GB/s against several times that), and the caller
+// (a client waiting for its get) has nothing else to do meanwhile.
+func Copy(dst, src []byte) (int, error) {
+	n := min(len(dst), len(src))
+	parts := min(runtime.GOMAXPROCS(0), maxCopyParts, n/parallelMin*2)
+	if parts < 2 {
+		return copyOne(dst[:n], src[:n])
+	}
+	// Parts of whole pages, so no two goroutines write one cache line.
+	per := (n/parts + 4095) &^ 4095
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for i := range parts {
+		lo, hi := min(i*per, n), min((i+1)*per, n)
+		if i == parts-1 {
+			// The caller's goroutine copies the last part itself.
+			_, errs[i] = copyOne(dst[lo:hi], src[lo:hi])
+			break
+		}
+		wg.Go(func() { _, errs[i] = copyOne(dst[lo:hi], src[lo:hi]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+const (
+	// parallelMin is the smallest copy Copy splits: below a few MiB the
+	// goroutines' start and wake-up cost more than the second core saves.
+	parallelMin = 4 << 20
+	// maxCopyParts bounds the goroutines of one copy: the bus, not the
+	// cores, is the limit past a handful.
+	maxCopyParts = 4
+)
+
+func copyOne(dst, src []byte) (n int, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {

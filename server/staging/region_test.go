@@ -2,6 +2,7 @@ package staging
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -179,5 +180,30 @@ func TestCopyFaults(t *testing.T) {
 	}
 	if n, err := Copy(make([]byte, 5), []byte("hello")); n != 5 || err != nil {
 		t.Fatalf("plain copy: %d %v", n, err)
+	}
+}
+
+// A copy large enough to be split lands every byte where a plain copy
+// would, and a fault in any part (here: the whole mapping past its file's
+// end) still fails the copy instead of killing the process.
+func TestCopySplit(t *testing.T) {
+	const size = 3*parallelMin + 12345
+	src := make([]byte, size)
+	for i := range src {
+		src[i] = byte(i*7 + i>>12)
+	}
+	for _, n := range []int{parallelMin - 1, parallelMin, 2*parallelMin + 1, size} {
+		dst := make([]byte, size)
+		got, err := Copy(dst, src[:n])
+		if err != nil || got != n || !bytes.Equal(dst[:n], src[:n]) || !bytes.Equal(dst[n:], make([]byte, size-n)) {
+			t.Fatalf("copy of %d bytes: %d, %v", n, got, err)
+		}
+	}
+	fd, mem := memfd(t, size, 0)
+	if err := unix.Ftruncate(fd, parallelMin); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Copy(mem, src); err == nil || !strings.Contains(err.Error(), "faulted") || n != 0 {
+		t.Fatalf("split copy into a truncated mapping: %d, %v", n, err)
 	}
 }
