@@ -211,6 +211,7 @@ class Staging:
 
 
 _serials = itertools.count(1)
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux, Python 3.10 and later
 
 
 class MemfdBuffer:
@@ -225,7 +226,10 @@ class MemfdBuffer:
         try:
             os.ftruncate(fd, size)
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
-            self.mm = mmap.mmap(fd, size)
+            # Pages allocated and mapped now rather than one fault per
+            # 4 KiB page inside the first get_into (4,096 for 16 MiB, on
+            # both sides: here and in the node's mapping of the region).
+            self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE)
         except BaseException:
             os.close(fd)
             raise
