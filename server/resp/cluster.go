@@ -53,7 +53,7 @@ func (c *conn) writtenHere(name []byte, e *entry) {
 			c.s.opts.Logger.Warn("resp: a SET did not reach every node; those keep an older value until written again", "err", err, "like_since_last", skipped)
 		}
 	}
-	if newer && c.s.ks.swap(e.key, e, nil) {
+	if newer && c.s.ks.swap(e.key(), e, nil) {
 		c.s.freeValue(e)
 	}
 }
@@ -76,7 +76,7 @@ func (c *conn) deletedHere(name []byte) bool {
 // expireRemote sets the deadline of e, a key another node holds, there: 1
 // if it did, 0 if the key changed meanwhile or the node did not answer.
 func (c *conn) expireRemote(name []byte, e *entry, at int64) int64 {
-	ok, err := c.s.opts.Cluster.ExpireName(c.s.ctx, *e.remote, c.sp.name, string(name), at)
+	ok, err := c.s.opts.Cluster.ExpireName(c.s.ctx, *e.remote(), c.sp.name, string(name), at)
 	if err != nil || !ok {
 		return 0
 	}
@@ -90,7 +90,7 @@ func (c *conn) openRemoteValue(name []byte) (*tier.Handle, *entry) {
 	if e == nil {
 		return nil, nil
 	}
-	h, err := c.s.opts.Cluster.ReadName(c.s.ctx, *e.remote)
+	h, err := c.s.opts.Cluster.ReadName(c.s.ctx, *e.remote())
 	if err != nil {
 		return nil, e
 	}
@@ -117,7 +117,7 @@ func (s *Server) ForgetLocal(namespace, name string, gen uint64, winsTie bool) (
 	case e.gen > gen, e.gen == gen && !winsTie:
 		return false, e.liveAt(s.nowMs())
 	}
-	if s.ks.swap(e.key, e, nil) {
+	if s.ks.swap(e.key(), e, nil) {
 		s.freeValue(e)
 		return e.liveAt(s.nowMs()), false
 	}
@@ -132,7 +132,7 @@ func (s *Server) ExpireLocal(namespace, name string, gen uint64, at int64) bool 
 		return false
 	}
 	if at != 0 && at <= s.nowMs() {
-		if s.ks.swap(e.key, e, nil) {
+		if s.ks.swap(e.key(), e, nil) {
 			s.freeValue(e)
 			return true
 		}

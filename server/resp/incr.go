@@ -69,21 +69,21 @@ func incrBy(c *conn, name []byte, delta int64) error {
 		} else {
 			var popts tier.PutOptions
 			ne, popts = c.newEntry(name, int64(len(val)), expireAt)
-			if _, err := c.s.store.Put(c.s.ctx, ne.bkey, val, popts); err != nil {
+			if _, err := c.s.store.Put(c.s.ctx, ne.bkey(), val, popts); err != nil {
 				c.writeError(storeError(err, int64(len(val))))
 				return nil
 			}
 		}
 		var old *entry
-		if e != nil && e.remote == nil {
+		if e != nil && e.remote() == nil {
 			old = e
 		}
 		swapped := false
 		if old != nil {
 			// The deadline carried over must still be the key's.
-			swapped = c.s.ks.swapIf(ne.key, old, ne, expireAt)
+			swapped = c.s.ks.swapIf(ne.key(), old, ne, expireAt)
 		} else {
-			swapped = c.s.ks.swap(ne.key, nil, ne)
+			swapped = c.s.ks.swap(ne.key(), nil, ne)
 		}
 		if !swapped {
 			c.s.freeValue(ne) // written meanwhile: read again

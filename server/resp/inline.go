@@ -34,24 +34,17 @@ const DefaultInlineMax = 1024
 // entryOverhead is what an inline key costs beyond its key and value
 // bytes: the entry, its slot in the table's map and the allocations'
 // rounding (TestInlineMemory measures it).
-const entryOverhead = 200
+const entryOverhead = 128
 
 // cost is what e counts against Options.InlineCapacity.
-func (e *entry) cost() int64 { return int64(len(e.key)+len(e.val)) + entryOverhead }
+func (e *entry) cost() int64 { return int64(e.klen+e.vlen) + entryOverhead }
 
 // newInline returns the inline entry of a new value of name. val is
 // copied.
 func (c *conn) newInline(name, val []byte, expireAt int64) *entry {
-	key := compose(make([]byte, 0, len(c.sp.name)+1+len(name)), c.sp, name)
-	e := &entry{
-		key:    string(key),
-		space:  c.sp,
-		gen:    c.s.nextGen(),
-		size:   int64(len(val)),
-		inline: true,
-		val:    append(make([]byte, 0, len(val)), val...),
-		crc:    block.Checksum(val),
-	}
+	e := newEntryOf(c.sp, c.tableKey(name), "", val, nil)
+	e.gen = c.s.nextGen()
+	e.crc = block.Checksum(val)
 	if _, isPayload := partner(nil, c.sp, name); !isPayload && c.payloadStored(c.sp, name) {
 		e.paired = true
 	}
@@ -67,7 +60,7 @@ func (s *Server) inlineOK(n int) bool { return n <= s.opts.InlineMax }
 // value is wherever its entry is; a block must still be in the store's
 // index, which it leaves on eviction before OnDrop runs.
 func (s *Server) present(e *entry) bool {
-	return e.inline || s.store.Contains(e.bkey)
+	return e.inline || s.store.Contains(e.bkey())
 }
 
 // pin returns a handle on e's value: the store's pinned view of its
@@ -76,19 +69,19 @@ func (s *Server) present(e *entry) bool {
 // wrapped tier.ErrCorrupt).
 func (s *Server) pin(ctx context.Context, e *entry) (*tier.Handle, error) {
 	if !e.inline {
-		h, _, err := s.store.Get(ctx, e.bkey)
+		h, _, err := s.store.Get(ctx, e.bkey())
 		return h, err
 	}
-	if block.Checksum(e.val) != e.crc {
+	if block.Checksum(e.val()) != e.crc {
 		s.stats.corrupt.Add(1)
 		s.opts.Logger.Warn("resp: an inline value failed its checksum; dropped", "key", e.name())
-		if s.ks.swap(e.key, e, nil) {
+		if s.ks.swap(e.key(), e, nil) {
 			s.freeValue(e)
 		}
 		return nil, tier.ErrCorrupt
 	}
 	e.used.Store(s.tick.Load())
-	return tier.NewHandle(e.val, e.crc, nil), nil
+	return tier.NewHandle(e.val(), e.crc, nil), nil
 }
 
 // freeValue gives back the value of e, which has just left the table:
@@ -102,7 +95,7 @@ func (s *Server) freeValue(e *entry) {
 // valueBlock is the block holding e's value, if there is one.
 func valueBlock(e *entry) (block.Key, bool) {
 	if !e.inline {
-		return e.bkey, true
+		return e.bkey(), true
 	}
 	if e.mat.Load() {
 		return blockKey(e.space.name, []byte(e.name()), e.gen), true
@@ -125,7 +118,7 @@ func (s *Server) materialize(e *entry) (block.Key, error) {
 		rec.flags |= flagPaired
 	}
 	meta := rec.appendTo(make([]byte, 0, recordLen(e.space.name, len(name))))
-	if _, err := s.store.Put(s.ctx, k, e.val, tier.PutOptions{Meta: meta, Checksum: e.crc, HasChecksum: true}); err != nil {
+	if _, err := s.store.Put(s.ctx, k, e.val(), tier.PutOptions{Meta: meta, Checksum: e.crc, HasChecksum: true}); err != nil {
 		return block.Key{}, err
 	}
 	// Set, then check: freeValue, run after the entry left the table,
@@ -185,7 +178,7 @@ func (s *Server) evictInline(target int64) {
 // evict removes e as the store's eviction removes a block's key: with its
 // LMCache pair partner.
 func (s *Server) evict(e *entry) {
-	if s.ks.swap(e.key, e, nil) {
+	if s.ks.swap(e.key(), e, nil) {
 		s.freeValue(e)
 		s.stats.evicted.Add(1)
 		s.dropPartner(e)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // TestInlineValues: values up to InlineMax live in the key table, not in
@@ -56,7 +57,7 @@ func TestInlineValues(t *testing.T) {
 
 	// A value that fails its checksum is dropped and read as missing.
 	e := s.ks.get(compose(nil, s.ks.space("default/redis"), []byte("edge")))
-	e.val[0] ^= 1
+	e.val()[0] ^= 1
 	f("$-1\r\n", "GET", "edge")
 	f(":0\r\n", "EXISTS", "edge")
 	if n := s.Stats().CorruptValues; n != 1 {
@@ -124,7 +125,7 @@ func TestInlineMemory(t *testing.T) {
 	for i := range n {
 		name := fmt.Appendf(nil, "key:%012d", i)
 		e := c.newInline(name, val, 0)
-		s.ks.swap(e.key, nil, e)
+		s.ks.swap(e.key(), nil, e)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
@@ -135,4 +136,12 @@ func TestInlineMemory(t *testing.T) {
 		t.Errorf("an inline key takes %.0f bytes but is charged %.0f: raise entryOverhead", per, charged)
 	}
 	runtime.KeepAlive(s)
+}
+
+// TestEntrySize: an entry stays one 64-byte size class, what the memory
+// per key of docs/resp.md is built on.
+func TestEntrySize(t *testing.T) {
+	if n := unsafe.Sizeof(entry{}); n > 64 {
+		t.Errorf("an entry is %d bytes, more than 64", n)
+	}
 }

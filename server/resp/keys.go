@@ -14,7 +14,7 @@ func (c *conn) find(name []byte) *entry {
 	c.kbuf = compose(c.kbuf[:0], c.sp, name)
 	raw := c.s.ks.get(c.kbuf)
 	e := c.resolve(raw, name)
-	if e == nil && raw != nil && c.s.ks.swap(raw.key, raw, nil) {
+	if e == nil && raw != nil && c.s.ks.swap(raw.key(), raw, nil) {
 		c.s.freeValue(raw)
 		if !raw.liveAt(c.s.nowMs()) {
 			c.s.stats.expired.Add(1)
@@ -73,7 +73,8 @@ func (c *conn) findRemote(name []byte) *entry {
 	if err != nil {
 		return nil
 	}
-	e := &entry{key: c.sp.name + "\x00" + string(name), space: c.sp, bkey: rk.Block, gen: rk.Gen, size: rk.Size, remote: &rk}
+	e := newEntryOf(c.sp, compose(nil, c.sp, name), "", nil, &blockRef{key: rk.Block, size: rk.Size, remote: &rk})
+	e.gen = rk.Gen
 	e.expireAt.Store(rk.ExpireAtMs)
 	if !e.liveAt(c.s.nowMs()) {
 		return nil
@@ -94,9 +95,9 @@ func (c *conn) openRemote(name []byte, storeCounted bool) (*tier.Handle, *entry,
 		c.s.stats.misses.Add(1)
 		return nil, nil, ""
 	}
-	h, err := c.s.opts.Cluster.ReadName(c.s.ctx, *e.remote)
+	h, err := c.s.opts.Cluster.ReadName(c.s.ctx, *e.remote())
 	if err != nil {
-		c.s.opts.Logger.Debug("resp: reading a key from another node", "node", e.remote.Node, "err", err)
+		c.s.opts.Logger.Debug("resp: reading a key from another node", "node", e.remote().Node, "err", err)
 		c.s.stats.misses.Add(1)
 		return nil, nil, ""
 	}
@@ -118,7 +119,7 @@ func (s *Server) LocalName(namespace, name string) (RemoteKey, bool) {
 			return RemoteKey{}, false
 		}
 	}
-	k := e.bkey
+	k := e.bkey()
 	if e.inline {
 		// Another node reads values by block: an inline one is written
 		// as its block first (once; deleted with the key).
@@ -127,7 +128,7 @@ func (s *Server) LocalName(namespace, name string) (RemoteKey, bool) {
 			return RemoteKey{}, false
 		}
 	}
-	return RemoteKey{Block: k, Size: e.size, ExpireAtMs: e.expireAt.Load(), Gen: e.gen}, true
+	return RemoteKey{Block: k, Size: e.size(), ExpireAtMs: e.expireAt.Load(), Gen: e.gen}, true
 }
 
 // open finds a key and pins its value. A block that vanished between the
@@ -151,11 +152,11 @@ func (c *conn) open(name []byte) (h *tier.Handle, e *entry, msg string) {
 			}
 			continue // dropped: read as missing
 		}
-		release, msg := c.s.admitRead(e.bkey, e.size)
+		release, msg := c.s.admitRead(e.bkey(), e.size())
 		if msg != "" {
 			return nil, nil, msg
 		}
-		h, _, err := c.s.store.Get(c.s.ctx, e.bkey)
+		h, _, err := c.s.store.Get(c.s.ctx, e.bkey())
 		if err == nil {
 			c.s.stats.hits.Add(1)
 			return withRelease(h, release), e, ""
@@ -167,7 +168,7 @@ func (c *conn) open(name []byte) (h *tier.Handle, e *entry, msg string) {
 			return nil, nil, storeError(err, 0)
 		}
 		storeCounted = true
-		c.s.ks.swap(e.key, e, nil) // fails if replaced meanwhile
+		c.s.ks.swap(e.key(), e, nil) // fails if replaced meanwhile
 	}
 	c.s.stats.misses.Add(1)
 	return nil, nil, ""
@@ -221,7 +222,7 @@ func cmdMGet(c *conn, args [][]byte) error {
 
 func cmdStrlen(c *conn, args [][]byte) error {
 	if e := c.lookup(args[1]); e != nil {
-		c.writeInt(e.size)
+		c.writeInt(e.size())
 	} else {
 		c.writeInt(0)
 	}
@@ -294,7 +295,7 @@ func cmdDel(c *conn, args [][]byte) error {
 // a value was deleted.
 func (c *conn) del(name []byte) bool {
 	deleted := false
-	if e := c.find(name); e != nil && c.s.ks.swap(e.key, e, nil) {
+	if e := c.find(name); e != nil && c.s.ks.swap(e.key(), e, nil) {
 		c.s.freeValue(e)
 		deleted = true
 	}

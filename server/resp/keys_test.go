@@ -107,7 +107,7 @@ func TestLMCachePairs(t *testing.T) {
 	if e == nil {
 		t.Fatal("no entry for w:kv_bytes")
 	}
-	if err := st.Delete(e.bkey); err != nil { // no OnDrop: the table still has it
+	if err := st.Delete(e.bkey()); err != nil { // no OnDrop: the table still has it
 		t.Fatal(err)
 	}
 	if got := c.do("EXISTS", "w:metadata"); got != ":0\r\n" {
@@ -136,7 +136,7 @@ func TestLMCachePairs(t *testing.T) {
 	c.do("SET", "d:kv_bytes", kv)
 	c.do("SET", "d:metadata", md)
 	e = s.ks.get(compose(nil, s.ks.space("default/redis"), []byte("d:kv_bytes")))
-	s.dropped(e.bkey)
+	s.dropped(e.bkey())
 	if got := c.do("EXISTS", "d:kv_bytes", "d:metadata"); got != ":0\r\n" {
 		t.Errorf("after the payload was dropped: %q", got)
 	}

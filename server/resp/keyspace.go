@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/internal/expiry"
@@ -17,39 +18,108 @@ import (
 // invisible and on its way out. It lives in memory and is rebuilt from the
 // blocks' records at start-up (Server.load).
 //
-// Memory: one entry per key in two maps, about 180 bytes plus the lengths
-// of the namespace and the key (TestKeyTableMemory; docs/resp.md).
+// Memory: one 64-byte entry per key, its table key and inline value in
+// one allocation beside it, a slot in the name map, and for a block value
+// a blockRef and a slot in the block map (TestInlineMemory,
+// TestKeyTableMemory; docs/resp.md).
 
 // entry is one key. Its fields are immutable except expireAt, which is
 // guarded by the name shard's mutex.
+//
+// It is laid out for millions of small keys (docs/resp.md, "Memory per
+// key"): 64 bytes, a single size class, with the table key and an inline
+// value in one allocation behind p, and what only block values need
+// behind blk, nil for inline ones.
 type entry struct {
-	key    string // namespace + "\x00" + name: the name table's map key
-	space  *space
-	bkey   block.Key
-	gen    uint64 // the value's generation (blockKey); orders writes across nodes
-	size   int64
-	paired bool // see flagPaired
+	// p points to the table key (namespace + "\x00" + name, klen bytes)
+	// followed by an inline value (vlen bytes). The key bytes never
+	// change: the table's map holds a string of them.
+	p     unsafe.Pointer
+	space *space
+	blk   *blockRef // the block holding the value; nil for an inline value
+	gen   uint64    // the value's generation (blockKey); orders writes across nodes
 	// expireAt is the deadline in Unix milliseconds, 0 for none. It is
 	// written under the name shard's lock and read without it.
 	expireAt atomic.Int64
+	klen     uint32
+	vlen     uint32
+	// crc is an inline value's CRC-32C.
+	crc uint32
+	// used is the inline clock (Server.tick) at the last read or write,
+	// for eviction.
+	used   atomic.Uint32
+	paired bool // see flagPaired
+	// An inline value (inline.go) lives here rather than in a block of
+	// the store. mat is set once the value was also written as block
+	// blockKey(space, name, gen), for another node to read or to outlive
+	// a restart.
+	inline bool
+	mat    atomic.Bool
+}
+
+// blockRef is what an entry whose value is a block needs beyond an
+// inline one.
+type blockRef struct {
+	key  block.Key
+	size int64
 	// remote is set on a transient entry for a key another node holds
 	// (conn.findRemote); such an entry is never in the table.
 	remote *RemoteKey
-
-	// An inline value (inline.go) lives here rather than in a block of
-	// the store: val with its CRC-32C, bkey unused. mat is set once the
-	// value was also written as block blockKey(space, name, gen), for
-	// another node to read or to outlive a restart.
-	inline bool
-	crc    uint32
-	val    []byte
-	mat    atomic.Bool
-	// used is the inline clock (Server.tick) at the last read or write,
-	// for eviction.
-	used atomic.Uint32
 }
 
-func (e *entry) name() string { return e.key[len(e.space.name)+1:] }
+// newEntryOf returns an entry of table key key whose value is val,
+// inline when ref is nil. Both are copied into one allocation.
+func newEntryOf(sp *space, key []byte, keyStr string, val []byte, ref *blockRef) *entry {
+	n := len(key) + len(keyStr)
+	buf := make([]byte, n+len(val))
+	copy(buf[copy(buf, key):], keyStr)
+	copy(buf[n:], val)
+	e := &entry{space: sp, blk: ref, klen: uint32(n), vlen: uint32(len(val)), inline: ref == nil}
+	if len(buf) > 0 {
+		e.p = unsafe.Pointer(unsafe.SliceData(buf))
+	}
+	return e
+}
+
+// key is the table key: namespace + "\x00" + name.
+func (e *entry) key() string { return unsafe.String((*byte)(e.p), e.klen) }
+
+// val is an inline value's bytes. Nobody writes them but tests that
+// corrupt a value on purpose.
+func (e *entry) val() []byte {
+	if e.vlen == 0 {
+		return []byte{}
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(e.p, e.klen)), e.vlen)
+}
+
+// size is the value's length.
+func (e *entry) size() int64 {
+	if e.blk == nil {
+		return int64(e.vlen)
+	}
+	return e.blk.size
+}
+
+// bkey is the key of the block holding a block value; zero for an
+// inline one.
+func (e *entry) bkey() block.Key {
+	if e.blk == nil {
+		return block.Key{}
+	}
+	return e.blk.key
+}
+
+// remote is the key as another node holds it, for a transient entry of
+// findRemote; nil otherwise.
+func (e *entry) remote() *RemoteKey {
+	if e.blk == nil {
+		return nil
+	}
+	return e.blk.remote
+}
+
+func (e *entry) name() string { return e.key()[len(e.space.name)+1:] }
 
 func (e *entry) liveAt(nowMs int64) bool {
 	at := e.expireAt.Load()
@@ -172,7 +242,7 @@ func (ks *keyspace) swapIf(key string, old, next *entry, at int64) bool {
 		return false
 	}
 	if next != nil {
-		s.m[next.key] = next
+		s.m[next.key()] = next
 	} else {
 		delete(s.m, key)
 	}
@@ -210,9 +280,9 @@ func (ks *keyspace) linkBlock(e *entry) {
 	if e.inline {
 		return // no block of its own: SCAN and OnDrop go by the table
 	}
-	b := &ks.blocks[blockShard(e.bkey)]
+	b := &ks.blocks[blockShard(e.bkey())]
 	b.Lock()
-	b.m[e.bkey] = e
+	b.m[e.bkey()] = e
 	b.Unlock()
 }
 
@@ -220,10 +290,10 @@ func (ks *keyspace) unlinkBlock(e *entry) {
 	if e.inline {
 		return
 	}
-	b := &ks.blocks[blockShard(e.bkey)]
+	b := &ks.blocks[blockShard(e.bkey())]
 	b.Lock()
-	if b.m[e.bkey] == e {
-		delete(b.m, e.bkey)
+	if b.m[e.bkey()] == e {
+		delete(b.m, e.bkey())
 	}
 	b.Unlock()
 }
@@ -242,17 +312,17 @@ func (ks *keyspace) byBlock(k block.Key) *entry {
 }
 
 func (ks *keyspace) current(e *entry) bool {
-	s := &ks.names[ks.shard(e.key)]
+	s := &ks.names[ks.shard(e.key())]
 	s.RLock()
 	defer s.RUnlock()
-	return s.m[e.key] == e
+	return s.m[e.key()] == e
 }
 
 // setExpiry sets e's deadline (0 removes it) if e is still current.
 func (ks *keyspace) setExpiry(e *entry, at int64) bool {
-	s := &ks.names[ks.shard(e.key)]
+	s := &ks.names[ks.shard(e.key())]
 	s.Lock()
-	if s.m[e.key] != e {
+	if s.m[e.key()] != e {
 		s.Unlock()
 		return false
 	}
@@ -294,7 +364,7 @@ func (ks *keyspace) due(nowMs int64, limit int) []*entry {
 	}
 	ks.exp.Unlock()
 	for i, e := range popped {
-		if ks.swapIf(e.key, e, nil, ats[i]) {
+		if ks.swapIf(e.key(), e, nil, ats[i]) {
 			out = append(out, e)
 		}
 	}

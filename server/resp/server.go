@@ -197,7 +197,8 @@ func (s *Server) load() uint64 {
 				continue
 			}
 		}
-		e := &entry{key: ck, space: s.ks.space(f.rec.ns), bkey: f.k, gen: f.rec.gen, size: f.size, paired: f.rec.flags&flagPaired != 0}
+		e := newEntryOf(s.ks.space(f.rec.ns), nil, ck, nil, &blockRef{key: f.k, size: f.size})
+		e.gen, e.paired = f.rec.gen, f.rec.flags&flagPaired != 0
 		e.expireAt.Store(f.rec.expireAt)
 		s.ks.swap(ck, nil, e)
 		if !s.store.Contains(f.k) {
@@ -216,7 +217,7 @@ func (s *Server) nextGen() uint64 { return s.gen.Add(1) }
 // chunk it cannot read.
 func (s *Server) dropped(k block.Key) {
 	e := s.ks.byBlock(k)
-	if e == nil || !s.ks.swap(e.key, e, nil) {
+	if e == nil || !s.ks.swap(e.key(), e, nil) {
 		return
 	}
 	s.stats.evicted.Add(1)
@@ -235,7 +236,7 @@ func (s *Server) dropPartner(e *entry) {
 	if p == nil || !(isPayload && p.paired || !isPayload && e.paired) {
 		return
 	}
-	if s.ks.swap(p.key, p, nil) {
+	if s.ks.swap(p.key(), p, nil) {
 		s.stats.evicted.Add(1)
 		if k, ok := valueBlock(p); ok {
 			select {
@@ -475,13 +476,16 @@ func (s *Server) namespace(tenant string) (*space, error) {
 
 // conn is one client connection, served by one goroutine.
 type conn struct {
-	s     *Server
-	nc    net.Conn
-	r     *reader
-	out   []byte
-	id    int64
-	proto int
-	born  time.Time
+	s *Server
+	// keyBuf is scratch for composing a table key that newEntryOf then
+	// copies: one allocation per new key instead of two.
+	keyBuf []byte
+	nc     net.Conn
+	r      *reader
+	out    []byte
+	id     int64
+	proto  int
+	born   time.Time
 
 	principal auth.Principal
 	authed    bool

@@ -91,16 +91,18 @@ func (c *conn) checkKey(name []byte) string {
 	return ""
 }
 
+// tableKey returns the table key of name in the connection's space, in
+// scratch memory valid until the next call.
+func (c *conn) tableKey(name []byte) []byte {
+	c.keyBuf = compose(c.keyBuf[:0], c.sp, name)
+	return c.keyBuf
+}
+
 // newEntry prepares the entry, block key and record of a new value of name.
 func (c *conn) newEntry(name []byte, size, expireAt int64) (*entry, tier.PutOptions) {
 	gen := c.s.nextGen()
-	e := &entry{
-		key:   string(compose(nil, c.sp, name)),
-		space: c.sp,
-		bkey:  blockKey(c.sp.name, name, gen),
-		gen:   gen,
-		size:  size,
-	}
+	e := newEntryOf(c.sp, c.tableKey(name), "", nil, &blockRef{key: blockKey(c.sp.name, name, gen), size: size})
+	e.gen = gen
 	if _, isPayload := partner(nil, c.sp, name); !isPayload && c.payloadStored(c.sp, name) {
 		e.paired = true
 	}
@@ -186,7 +188,7 @@ func (c *conn) setSmall(name, val []byte, o setOpts, reply bool) error {
 		return c.install(name, c.newInline(name, val, expireAt), o, reply)
 	}
 	e, popts := c.newEntry(name, int64(len(val)), expireAt)
-	if _, err := c.s.store.Put(c.s.ctx, e.bkey, val, popts); err != nil {
+	if _, err := c.s.store.Put(c.s.ctx, e.bkey(), val, popts); err != nil {
 		c.writeError(storeError(err, int64(len(val))))
 		return nil
 	}
@@ -217,7 +219,7 @@ func (c *conn) setStreamed(name []byte, size int64, rest func() (setOpts, string
 	}
 	defer release()
 	e, popts := c.newEntry(name, size, 0)
-	w, err := c.s.store.Create(c.s.ctx, e.bkey, size, popts)
+	w, err := c.s.store.Create(c.s.ctx, e.bkey(), size, popts)
 	if err != nil {
 		if err := c.r.skipRest(); err != nil {
 			return err
@@ -269,23 +271,23 @@ func (c *conn) setStreamed(name []byte, size int64, rest func() (setOpts, string
 // for the copy when the value sits below DRAM, e is kept and its deadline
 // holds while the server runs.
 func (c *conn) rewrite(name []byte, e *entry) *entry {
-	release, msg := c.s.admitRead(e.bkey, e.size)
+	release, msg := c.s.admitRead(e.bkey(), e.size())
 	if msg != "" {
 		return e
 	}
 	if release != nil {
 		defer release()
 	}
-	h, _, err := c.s.store.Get(c.s.ctx, e.bkey)
+	h, _, err := c.s.store.Get(c.s.ctx, e.bkey())
 	if err != nil {
 		return e
 	}
 	defer h.Release()
-	ne, popts := c.newEntry(name, e.size, e.expireAt.Load())
-	if _, err := c.s.store.Put(c.s.ctx, ne.bkey, h.Bytes(), popts); err != nil {
+	ne, popts := c.newEntry(name, e.size(), e.expireAt.Load())
+	if _, err := c.s.store.Put(c.s.ctx, ne.bkey(), h.Bytes(), popts); err != nil {
 		return e
 	}
-	c.s.store.Delete(e.bkey)
+	c.s.store.Delete(e.bkey())
 	return ne
 }
 
@@ -312,7 +314,7 @@ func (c *conn) setSkipped(name []byte, o setOpts) error {
 // and deletes the block it replaces. The table switches in one step, so a
 // concurrent GET reads the old value or the new one, never neither.
 func (c *conn) install(name []byte, e *entry, o setOpts, reply bool) error {
-	key := []byte(e.key)
+	key := []byte(e.key())
 	for {
 		raw := c.s.ks.get(key)
 		cur := c.resolve(raw, name)
@@ -337,7 +339,7 @@ func (c *conn) install(name []byte, e *entry, o setOpts, reply bool) error {
 		if o.keepTTL && cur != nil {
 			e.expireAt.Store(cur.expireAt.Load())
 		}
-		if !c.s.ks.swap(e.key, raw, e) {
+		if !c.s.ks.swap(e.key(), raw, e) {
 			if old != nil {
 				old.Release()
 			}
@@ -432,7 +434,7 @@ func (c *conn) replaced(name []byte, raw, e *entry) {
 		c.s.freeValue(raw)
 	}
 	if !c.s.present(e) {
-		c.s.ks.swap(e.key, e, nil) // evicted before it was in the table
+		c.s.ks.swap(e.key(), e, nil) // evicted before it was in the table
 	}
 	c.writtenHere(name, e)
 	c.s.stats.sets.Add(1)

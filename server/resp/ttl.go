@@ -87,12 +87,12 @@ func expire(c *conn, args [][]byte, unit int64, name string, absolute bool) erro
 		c.writeInt(0)
 		return nil
 	}
-	if e.remote != nil {
+	if e.remote() != nil {
 		c.writeInt(c.expireRemote(args[1], e, max(at, 1)))
 		return nil
 	}
 	if at <= now {
-		if c.s.ks.swap(e.key, e, nil) {
+		if c.s.ks.swap(e.key(), e, nil) {
 			c.s.freeValue(e)
 		}
 		c.writeInt(1)
@@ -114,7 +114,7 @@ func cmdPersist(c *conn, args [][]byte) error {
 			return nil
 		}
 	}
-	if e == nil || e.remote != nil || e.expireAt.Load() == 0 || !c.s.ks.setExpiry(e, 0) {
+	if e == nil || e.remote() != nil || e.expireAt.Load() == 0 || !c.s.ks.setExpiry(e, 0) {
 		c.writeInt(0)
 		return nil
 	}
