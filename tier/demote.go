@@ -17,6 +17,10 @@ type demotion struct {
 	level     int
 	weight    int64
 	cancelled bool // guarded by inflight's mutex
+	// retention is the class the lower copy must have; SetRetention
+	// changes it while the block is in flight. Guarded by inflight's mutex.
+	retention   Retention
+	retainUntil time.Time
 }
 
 func (h *Hierarchy) inflightHandle(key block.Key, level int) *Handle {
@@ -62,7 +66,8 @@ func (h *Hierarchy) evicted(ctx context.Context, level int, key block.Key, info 
 		h.clearCopy(key, level, version)
 		return
 	}
-	d := &demotion{key: key, info: info, h: hd, level: level, weight: min(info.Size+1, h.opts.DemoteQueueBytes)}
+	d := &demotion{key: key, info: info, h: hd, level: level, weight: min(info.Size+1, h.opts.DemoteQueueBytes),
+		retention: info.Retention, retainUntil: info.RetainUntil}
 	if !h.demoteSem.TryAcquire(d.weight) {
 		if h.opts.DemoteWhenFull == DemoteDrop {
 			h.dropDemotion(d)
@@ -138,6 +143,9 @@ func (h *Hierarchy) demote(d *demotion) {
 	// tier takes the first one, as it writes.
 	opts := PutOptions{Meta: d.info.Meta}
 	opts.Checksum, opts.HasChecksum = d.h.KnownChecksum()
+	h.inflight.Lock()
+	opts.Retention, opts.RetainUntil = d.retention, d.retainUntil
+	h.inflight.Unlock()
 	if e.PinnedUntil != 0 {
 		opts.PinnedUntil = time.Unix(int64(e.PinnedUntil), 0)
 	}
@@ -147,6 +155,7 @@ func (h *Hierarchy) demote(d *demotion) {
 	h.inflight.Lock()
 	cancelled := d.cancelled
 	var pinnedUntil uint32
+	retention, retainUntil := d.retention, d.retainUntil
 	if !cancelled && wrote {
 		h.ix.Update(d.key, func(e index.Entry, ok bool) (index.Entry, bool) {
 			if !ok || !current(e, d.level, d.info.Version) {
@@ -182,6 +191,9 @@ func (h *Hierarchy) demote(d *demotion) {
 		}
 		if pinnedUntil != 0 && pinnedUntil != unixSeconds(opts.PinnedUntil) {
 			lower.Pin(d.key, time.Unix(int64(pinnedUntil), 0)) // pinned while in flight
+		}
+		if retention != opts.Retention || !retainUntil.Equal(opts.RetainUntil) {
+			setRetention(lower, d.key, retention, retainUntil) // changed while in flight
 		}
 	}
 }

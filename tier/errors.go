@@ -28,6 +28,8 @@ var (
 	// stored; the tier says why in its Health and recovers by itself once
 	// the device does.
 	ErrUnavailable error = block.NewSentinel("tier.ErrUnavailable", "tier: unavailable")
+	// ErrRetention: a retention class that is not one of the classes.
+	ErrRetention error = block.NewSentinel("tier.ErrRetention", "tier: unknown retention class")
 	// ErrClosed: the tier or hierarchy is closed.
 	ErrClosed error = block.NewSentinel("tier.ErrClosed", "tier: closed")
 )

@@ -53,7 +53,7 @@ func (h *Hierarchy) flushOne(ctx context.Context, level int, k block.Key) bool {
 	if st := lower.Stats(); st.Capacity-st.Used < int64(hd.Len())+4096 {
 		return false
 	}
-	opts := PutOptions{Meta: info.Meta}
+	opts := PutOptions{Meta: info.Meta, Retention: info.Retention, RetainUntil: info.RetainUntil}
 	opts.Checksum, opts.HasChecksum = hd.KnownChecksum()
 	if err := lower.Put(ctx, k, hd.Bytes(), opts); err != nil {
 		return false

@@ -68,7 +68,8 @@ func (h *Hierarchy) promote(p promotion) {
 	if err != nil {
 		return
 	}
-	opts := PutOptions{Checksum: p.h.Checksum(), HasChecksum: true, Meta: info.Meta}
+	opts := PutOptions{Checksum: p.h.Checksum(), HasChecksum: true, Meta: info.Meta,
+		Retention: info.Retention, RetainUntil: info.RetainUntil}
 	if e.PinnedUntil != 0 {
 		opts.PinnedUntil = time.Unix(int64(e.PinnedUntil), 0)
 	}

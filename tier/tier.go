@@ -59,6 +59,11 @@ type PutOptions struct {
 	HasParent bool
 	// PinnedUntil soft-pins the block from the moment it is committed.
 	PinnedUntil time.Time
+	// Retention is the block's retention class (see Retention), kept with
+	// it in every tier that records classes; RetainUntil, when not zero,
+	// is when it lapses back to Normal.
+	Retention   Retention
+	RetainUntil time.Time
 	// Meta is a small record stored with the block and returned by Stat and
 	// Range, at most MaxMeta bytes: the raw name behind an opaque key, an
 	// expiry. It counts toward the tier's capacity.
@@ -83,6 +88,10 @@ type BlockInfo struct {
 	Version     uint64
 	PinnedUntil time.Time // zero when not pinned
 	Meta        []byte    // as stored with PutOptions.Meta; the caller may keep it
+	// Retention and RetainUntil are the class as recorded (see
+	// RetentionOf for the class in force now).
+	Retention   Retention
+	RetainUntil time.Time
 }
 
 // Writer fills a block reserved by Tier.Create. Writes are sequential. A

@@ -112,7 +112,9 @@ func (o *Options) check() (policy.Policy[block.Key], error) {
 	if o.MaxBlockSize <= 0 || o.MaxBlockSize > o.Capacity || o.MaxBlockSize > block.MaxPayload {
 		errs = append(errs, fmt.Errorf("dram: MaxBlockSize %d must be in (0, min(Capacity, 4 GiB)]", o.MaxBlockSize))
 	}
-	pol, err := policy.New[block.Key](o.Policy, o.Capacity)
+	// One queue per evictable retention class (tier.Retention), each in
+	// the named policy's order.
+	pol, err := policy.NewClassed[block.Key](o.Policy, o.Capacity, tier.NumRanks)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("dram: Policy: %w", err))
 	}
@@ -151,8 +153,9 @@ type DRAM struct {
 		blocks  map[block.Key]*blk
 		policy  policy.Policy[block.Key]
 		pins    expiry.Heap[*blk]
-		pinned  int64  // bytes of soft-pinned blocks
-		version uint64 // the last block version handed out
+		retains expiry.Heap[*blk] // retention classes with an end (blk.retainUntil)
+		pinned  int64             // bytes of soft-pinned blocks
+		version uint64            // the last block version handed out
 		space   chan struct{}
 		closed  bool
 		handles int64 // outstanding Handles and Writers; the arena is unmapped when Close finds none
@@ -163,6 +166,7 @@ type DRAM struct {
 var (
 	_ tier.Tier          = (*DRAM)(nil)
 	_ tier.EvictNotifier = (*DRAM)(nil)
+	_ tier.Retainer      = (*DRAM)(nil)
 )
 
 type blockState uint8
@@ -187,6 +191,8 @@ type blk struct {
 	state       blockState
 	inPolicy    bool
 	pinnedUntil int64 // Unix nanoseconds; 0 when not soft-pinned
+	retention   tier.Retention
+	retainUntil int64 // Unix nanoseconds when retention lapses to Normal; 0: never
 }
 
 // New maps the arena and returns an empty tier.
@@ -311,6 +317,9 @@ func (d *DRAM) create(ctx context.Context, key block.Key, size int64, opts tier.
 	if len(opts.Meta) > tier.MaxMeta {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", tier.ErrMeta, len(opts.Meta), tier.MaxMeta)
 	}
+	if !opts.Retention.Valid() {
+		return nil, fmt.Errorf("dram: %w: %v", tier.ErrRetention, opts.Retention)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	// A block on its way out (evicting) does not count: a new copy may
@@ -378,6 +387,7 @@ func (d *DRAM) reserveLocked(ctx context.Context, g int64) (int32, error) {
 // marked evicting and pinned for the handler.
 func (d *DRAM) evictLocked(g int64) (victims []*blk, progress bool) {
 	d.expirePinsLocked()
+	d.expireRetainsLocked()
 	handler := d.evictHandler()
 	evictable := func(k block.Key) bool { return d.mu.blocks[k].pins == 0 }
 	pending := int64(0)
@@ -413,7 +423,8 @@ func (d *DRAM) handOff(ctx context.Context, victims []*blk) {
 	handler := d.evictHandler()
 	d.mu.Unlock()
 	for _, b := range victims {
-		info := tier.BlockInfo{Size: b.size, Meta: d.meta(b), Version: b.version}
+		info := tier.BlockInfo{Size: b.size, Meta: d.meta(b), Version: b.version,
+			Retention: b.retention, RetainUntil: tier.FromUnixNanos(b.retainUntil)}
 		info.Checksum, info.HasChecksum = b.KnownChecksum()
 		handler(ctx, b.key, info, b.handle(d.view(b)))
 	}
@@ -530,7 +541,8 @@ func (d *DRAM) Stat(key block.Key) (tier.BlockInfo, error) {
 }
 
 func (d *DRAM) infoLocked(b *blk) tier.BlockInfo {
-	info := tier.BlockInfo{Size: b.size, Meta: d.meta(b), Version: b.version}
+	info := tier.BlockInfo{Size: b.size, Meta: d.meta(b), Version: b.version,
+		Retention: b.retention, RetainUntil: tier.FromUnixNanos(b.retainUntil)}
 	info.Checksum, info.HasChecksum = b.KnownChecksum()
 	if b.pinnedUntil != 0 {
 		info.PinnedUntil = time.Unix(0, b.pinnedUntil)
@@ -585,10 +597,69 @@ func (d *DRAM) unpinLocked(b *blk) {
 		d.mu.pinned -= b.size
 		b.pinnedUntil = 0
 	}
-	if !b.inPolicy && b.state == stateLive {
-		d.mu.policy.Add(b.key, policy.Info[block.Key]{Size: b.size})
-		b.inPolicy = true
+	d.placeLocked(b, policy.Info[block.Key]{Size: b.size})
+}
+
+// placeLocked puts a live block that eviction may take into the policy,
+// in its retention class's queue. Soft-pinned blocks and hard-pinned ones
+// (class Pinned) stay out of it, so no victim search ever walks them.
+func (d *DRAM) placeLocked(b *blk, info policy.Info[block.Key]) {
+	if b.inPolicy || b.state != stateLive || b.pinnedUntil != 0 {
+		return
 	}
+	rank := tier.Effective(b.retention, b.retainUntil, d.opts.Now().UnixNano()).Rank()
+	if rank >= tier.NumRanks {
+		return
+	}
+	info.Class = rank
+	d.mu.policy.Add(b.key, info)
+	b.inPolicy = true
+}
+
+// SetRetention implements tier.Retainer. The block moves to its new
+// class's queue at the back, as if just added: a class change is a
+// statement about the block's future, not a hit.
+func (d *DRAM) SetRetention(key block.Key, r tier.Retention, until time.Time) error {
+	if !r.Valid() {
+		return fmt.Errorf("dram: %w: %v", tier.ErrRetention, r)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b, ok := d.mu.blocks[key]
+	if !ok || b.state != stateLive {
+		return tier.ErrNotFound
+	}
+	u := tier.UnixNanos(until)
+	if u != 0 && u <= d.opts.Now().UnixNano() {
+		r, u = tier.RetentionNormal, 0
+	}
+	b.retention, b.retainUntil = r, u
+	if u != 0 {
+		d.mu.retains.Push(u, b)
+	}
+	if b.inPolicy {
+		d.mu.policy.Remove(key)
+		b.inPolicy = false
+	}
+	d.placeLocked(b, policy.Info[block.Key]{Size: b.size})
+	return nil
+}
+
+// expireRetainsLocked moves blocks whose retention class lapsed to the
+// Normal queue.
+func (d *DRAM) expireRetainsLocked() {
+	d.mu.retains.Expire(d.opts.Now().UnixNano(), func(b *blk, until int64) {
+		// A class that was changed since left a stale entry behind.
+		if b.retainUntil != until || b.state != stateLive {
+			return
+		}
+		b.retention, b.retainUntil = tier.RetentionNormal, 0
+		if b.inPolicy {
+			d.mu.policy.Remove(b.key)
+			b.inPolicy = false
+		}
+		d.placeLocked(b, policy.Info[block.Key]{Size: b.size})
+	})
 }
 
 // expirePinsLocked returns blocks whose soft pin lapsed to the policy.

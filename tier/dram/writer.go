@@ -115,6 +115,14 @@ func (w *writer) Commit(context.Context) error {
 	d.mu.blocks[w.key] = b
 	d.puts.Add(1)
 	now := d.opts.Now().UnixNano()
+	b.retention, b.retainUntil = w.opts.Retention, tier.UnixNanos(w.opts.RetainUntil)
+	if b.retainUntil != 0 {
+		if b.retainUntil <= now {
+			b.retention, b.retainUntil = tier.RetentionNormal, 0
+		} else {
+			d.mu.retains.Push(b.retainUntil, b)
+		}
+	}
 	if u := w.opts.PinnedUntil.UnixNano(); !w.opts.PinnedUntil.IsZero() && u > now &&
 		d.mu.pinned+b.size <= int64(d.opts.MaxPinnedFraction*float64(d.opts.Capacity)) {
 		b.pinnedUntil = u
@@ -122,8 +130,7 @@ func (w *writer) Commit(context.Context) error {
 		d.mu.pins.Push(u, b)
 		return nil
 	}
-	d.mu.policy.Add(w.key, policy.Info[block.Key]{Size: b.size, Parent: w.opts.Parent, HasParent: w.opts.HasParent})
-	b.inPolicy = true
+	d.placeLocked(b, policy.Info[block.Key]{Size: b.size, Parent: w.opts.Parent, HasParent: w.opts.HasParent})
 	return nil
 }
 

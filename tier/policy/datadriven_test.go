@@ -10,12 +10,13 @@ import (
 )
 
 // TestDataDriven runs the eviction-order scripts in testdata/, one file per
-// policy (the file name is the policy name). Commands:
+// policy (the file name is the policy name; classed_NAME is a Classed
+// policy of three classes over NAME). Commands:
 //
 //	new capacity=N                   start an empty policy
 //	add a b c [size=N] [chain]       add keys; with chain, each key's parent
-//	                                 is the key before it (and the first's is
-//	                                 parent=K when given)
+//	    [class=N]                    is the key before it (and the first's is
+//	                                 parent=K when given); class for Classed
 //	access a b                       hits, in order
 //	remove a                         the owner deletes keys
 //	evict [n=N] [pinned=a,b]         evict N keys (default 1), skipping pins
@@ -38,7 +39,12 @@ func TestDataDriven(t *testing.T) {
 					d.ScanArgs(t, "capacity", &capacity)
 				}
 				var err error
-				if p, err = New[string](name, capacity); err != nil {
+				if inner, ok := strings.CutPrefix(name, "classed_"); ok {
+					p, err = NewClassed[string](inner, capacity, 3)
+				} else {
+					p, err = New[string](name, capacity)
+				}
+				if err != nil {
 					d.Fatalf(t, "%v", err)
 				}
 			case "add":
@@ -51,8 +57,12 @@ func TestDataDriven(t *testing.T) {
 					d.ScanArgs(t, "parent", &parent)
 					hasParent = true
 				}
+				class := 0
+				if d.HasArg("class") {
+					d.ScanArgs(t, "class", &class)
+				}
 				for _, k := range keys(d) {
-					p.Add(k, Info[string]{Size: size, Parent: parent, HasParent: hasParent})
+					p.Add(k, Info[string]{Size: size, Parent: parent, HasParent: hasParent, Class: class})
 					if d.HasArg("chain") {
 						parent, hasParent = k, true
 					}

@@ -14,6 +14,10 @@ type Info[K comparable] struct {
 	// of a prefix hit, which prefix-aware policies use.
 	Parent    K
 	HasParent bool
+	// Class is the block's eviction class for Classed: every evictable
+	// block of a lower class goes before any of a higher one. Other
+	// policies ignore it.
+	Class int
 }
 
 // Policy orders the blocks of one cache for eviction. Implementations are not

@@ -137,17 +137,39 @@ func (s *SSD) anyDrainingLocked() bool {
 // pickVictimLocked returns the least recently read segment that can be
 // evicted: not being written to, not already draining. Readers do not hold a
 // segment back: an unlinked file stays readable through its open descriptor.
+//
+// Among those it takes the segment whose lowest retention class is lowest,
+// so that low blocks go before normal ones and those before high ones. A
+// segment of nothing but hard-pinned blocks is passed over unless it has
+// dead space to reclaim: evicting it would free nothing.
 func (s *SSD) pickVictimLocked() *segment {
+	s.expireRetainsLocked()
 	var victim *segment
+	victimRank := 0
 	for _, seg := range s.mu.segs {
 		if seg.draining || seg.dropped || seg.writers > 0 {
 			continue
 		}
-		if victim == nil || seg.access.Load() < victim.access.Load() {
-			victim = seg
+		rank := seg.lowestRank()
+		if rank == tier.NumRanks && seg.live > 0 && seg.live >= seg.size {
+			continue
+		}
+		if victim == nil || rank < victimRank || rank == victimRank && seg.access.Load() < victim.access.Load() {
+			victim, victimRank = seg, rank
 		}
 	}
 	return victim
+}
+
+// lowestRank is the lowest retention rank with live bytes in the segment
+// (tier.NumRanks when all are hard-pinned, or there are none).
+func (seg *segment) lowestRank() int {
+	for r, n := range seg.ranks[:tier.NumRanks] {
+		if n > 0 {
+			return r
+		}
+	}
+	return tier.NumRanks
 }
 
 // evictSegmentLocked drops a segment: its unpinned blocks are evicted, its
@@ -159,6 +181,17 @@ func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
 		s.mu.active = nil
 	}
 	s.expirePinsLocked()
+	s.expireRetainsLocked()
+	// Blocks of a class above the victim's lowest are carried forward
+	// with the pinned ones, so that eviction takes classes in order even
+	// though it frees whole segments (pickVictimLocked chose the segment
+	// holding the lowest class).
+	floor := tier.NumRanks
+	for _, k := range v.keys {
+		if e := s.mu.blocks[k]; e != nil && e.seg == v && e.pinnedUntil == 0 {
+			floor = min(floor, e.rank())
+		}
+	}
 	var evicted []block.Key
 	type pinnedBlock struct {
 		key block.Key
@@ -171,12 +204,13 @@ func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
 		if e == nil || e.seg != v {
 			continue
 		}
-		if e.pinnedUntil != 0 {
+		if e.pinnedUntil != 0 || e.rank() > floor {
 			pinned = append(pinned, pinnedBlock{k, e})
 			continue
 		}
 		delete(s.mu.blocks, k)
 		v.live -= e.recLen
+		v.ranks[e.rank()] -= e.recLen
 		evicted = append(evicted, k)
 		if offer {
 			offered = append(offered, pinnedBlock{k, e})
@@ -221,6 +255,7 @@ func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
 		}
 		p.e.seg, p.e.mem = nil, raws[i]
 		v.live -= p.e.recLen
+		v.ranks[p.e.rank()] -= p.e.recLen
 		carry = append(carry, p)
 		carried = append(carried, recs[i])
 	}
@@ -257,7 +292,7 @@ func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
 	keep := context.WithoutCancel(ctx)
 	for i, p := range carry {
 		stored := carried[i][recHeaderSize : recHeaderSize+int64(p.e.hdr.StoredLen)]
-		if err := s.write(keep, p.key, p.e.hdr, stored, p.e.meta, 0, p.e); err != nil {
+		if err := s.write(keep, p.key, p.e.hdr, stored, p.e.meta, 0, retention{}, p.e); err != nil {
 			s.opts.Logger.Warn("ssd: no room to keep a pinned block; dropping it", "key", p.key, "err", err)
 			s.mu.Lock()
 			if s.mu.blocks[p.key] == p.e {
@@ -278,6 +313,7 @@ func (s *SSD) dropEntryLocked(k block.Key, e *entry) {
 	}
 	if e.seg != nil {
 		e.seg.live -= e.recLen
+		e.seg.ranks[e.rank()] -= e.recLen
 		s.maybeDropLocked(e.seg)
 	}
 	s.mu.trash.keys = append(s.mu.trash.keys, k)

@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/tier"
 )
 
 // The persisted index, in pebble:
@@ -22,7 +23,9 @@ import (
 //	'b' key(32)     -> location: segment u32, offset u64, record length u32,
 //	                   codec u8, raw length u32, stored length u32,
 //	                   crc u32, pinned-until i64 (Unix ns), metadata
-//	                   length u16, then the metadata
+//	                   length u16, then the metadata, then, for a block
+//	                   of a class other than Normal, retention u8 and
+//	                   retain-until i64 (Unix ns; 0: no end)
 //	'm' segment(4)  -> u64: every record below this offset is indexed
 //
 // All writes are NoSync: durability comes from the segment's fdatasync, and
@@ -53,10 +56,20 @@ type location struct {
 	hdr         block.Header
 	pinnedUntil int64
 	meta        []byte
+	retention   tier.Retention
+	retainUntil int64
 }
 
+// retentionSize is the optional trailer that records a class. Normal
+// blocks go without it, so their entries read the same in every version.
+const retentionSize = 9
+
 func (l location) encode() []byte {
-	b := make([]byte, locationSize+len(l.meta))
+	n := locationSize + len(l.meta)
+	if l.retention != tier.RetentionNormal {
+		n += retentionSize
+	}
+	b := make([]byte, n)
 	binary.LittleEndian.PutUint32(b[0:], l.seg)
 	binary.LittleEndian.PutUint64(b[4:], uint64(l.off))
 	binary.LittleEndian.PutUint32(b[12:], uint32(l.recLen))
@@ -67,11 +80,20 @@ func (l location) encode() []byte {
 	binary.LittleEndian.PutUint64(b[29:], uint64(l.pinnedUntil))
 	binary.LittleEndian.PutUint16(b[37:], uint16(len(l.meta)))
 	copy(b[locationSize:], l.meta)
+	if n > locationSize+len(l.meta) {
+		t := b[locationSize+len(l.meta):]
+		t[0] = byte(l.retention)
+		binary.LittleEndian.PutUint64(t[1:], uint64(l.retainUntil))
+	}
 	return b
 }
 
 func decodeLocation(b []byte) (location, error) {
-	if len(b) < locationSize || len(b) != locationSize+int(binary.LittleEndian.Uint16(b[37:])) {
+	if len(b) < locationSize {
+		return location{}, fmt.Errorf("ssd: index entry is %d bytes, which its metadata length does not explain", len(b))
+	}
+	end := locationSize + int(binary.LittleEndian.Uint16(b[37:]))
+	if len(b) != end && len(b) != end+retentionSize {
 		return location{}, fmt.Errorf("ssd: index entry is %d bytes, which its metadata length does not explain", len(b))
 	}
 	l := location{
@@ -86,8 +108,15 @@ func decodeLocation(b []byte) (location, error) {
 		},
 		pinnedUntil: int64(binary.LittleEndian.Uint64(b[29:])),
 	}
-	if len(b) > locationSize {
-		l.meta = append([]byte(nil), b[locationSize:]...)
+	if end > locationSize {
+		l.meta = append([]byte(nil), b[locationSize:end]...)
+	}
+	if len(b) > end {
+		l.retention = tier.Retention(b[end])
+		l.retainUntil = int64(binary.LittleEndian.Uint64(b[end+1:]))
+		if !l.retention.Valid() || l.retention == tier.RetentionNormal || l.retainUntil < 0 {
+			return location{}, fmt.Errorf("ssd: index entry has retention %d until %d", b[end], l.retainUntil)
+		}
 	}
 	if l.recLen != recHeaderSize+int64(l.hdr.StoredLen)+int64(len(l.meta)) || l.off < 0 {
 		return location{}, fmt.Errorf("ssd: index entry is inconsistent: record %d bytes for %d stored", l.recLen, l.hdr.StoredLen)

@@ -127,7 +127,7 @@ func (e *entry) info() tier.BlockInfo {
 	if e.seg != nil {
 		version = uint64(e.seg.id)<<40 | uint64(e.off)
 	}
-	return blockInfo(e.hdr, e.meta, e.pinnedUntil, version)
+	return e.withRetention(blockInfo(e.hdr, e.meta, e.pinnedUntil, version))
 }
 
 // blockInfo is what Stat and Range report for a stored block of either

@@ -127,7 +127,9 @@ func (s *SSD) recover() error {
 }
 
 func (s *SSD) addEntryLocked(key block.Key, seg *segment, l location) {
-	e := &entry{seg: seg, off: l.off, recLen: l.recLen, hdr: l.hdr, pinnedUntil: l.pinnedUntil, meta: l.meta}
+	e := &entry{seg: seg, off: l.off, recLen: l.recLen, hdr: l.hdr, pinnedUntil: l.pinnedUntil, meta: l.meta,
+		retention: l.retention, retainUntil: l.retainUntil}
+	s.startRetentionLocked(key, e)
 	if e.pinnedUntil != 0 {
 		if e.pinnedUntil > s.now() {
 			s.mu.pinned += int64(e.hdr.RawLen)
@@ -138,6 +140,7 @@ func (s *SSD) addEntryLocked(key block.Key, seg *segment, l location) {
 	}
 	s.mu.blocks[key] = e
 	seg.live += e.recLen
+	seg.ranks[e.rank()] += e.recLen
 	seg.keys = append(seg.keys, key)
 }
 

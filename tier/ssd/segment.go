@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/tier"
 )
 
 // segment is one append-only file of records. Space is reserved under the
@@ -32,6 +33,9 @@ type segment struct {
 	dropped  bool
 	indexed  int64 // records below this offset are in the persisted index (a hint)
 	failed   bool  // a write or flush failed: sealed, never flushed again (see faults.go)
+	// ranks is live bytes by retention rank (tier.Retention.Rank; index
+	// tier.NumRanks is hard-pinned): victims are chosen from the lowest.
+	ranks [tier.NumRanks + 1]int64
 
 	access atomic.Int64 // tick of the last hit, for segment-granularity LRU
 	flush  groupSync

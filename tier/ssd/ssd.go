@@ -36,6 +36,7 @@ type SSD struct {
 		used     int64
 		pinned   int64
 		pins     expiry.Heap[block.Key]
+		retains  expiry.Heap[block.Key] // retention classes with an end (entry.retainUntil)
 		writers  int
 		space    chan struct{} // closed and replaced when space is freed or a segment is ready
 		closed   bool
@@ -67,6 +68,7 @@ type SSD struct {
 var (
 	_ tier.Tier          = (*SSD)(nil)
 	_ tier.EvictNotifier = (*SSD)(nil)
+	_ tier.Retainer      = (*SSD)(nil)
 )
 
 // entry is a stored block. Guarded by the tier's mutex.
@@ -78,10 +80,13 @@ type entry struct {
 	pinnedUntil int64
 	meta        []byte
 	mem         []byte // the raw payload while seg is nil
+	retention   tier.Retention
+	retainUntil int64 // Unix nanoseconds when retention lapses to Normal; 0: never
 }
 
 func (e *entry) location() location {
-	l := location{off: e.off, recLen: e.recLen, hdr: e.hdr, pinnedUntil: e.pinnedUntil, meta: e.meta}
+	l := location{off: e.off, recLen: e.recLen, hdr: e.hdr, pinnedUntil: e.pinnedUntil, meta: e.meta,
+		retention: e.retention, retainUntil: e.retainUntil}
 	if e.seg != nil {
 		l.seg = e.seg.id
 	}

@@ -33,7 +33,11 @@ func (s *SSD) Put(ctx context.Context, key block.Key, value []byte, opts tier.Pu
 	stored, kind := s.codec.compress(value)
 	hdr := block.Header{Codec: kind, RawLen: uint32(len(value)), StoredLen: uint32(len(stored)), Checksum: sum}
 	meta := append([]byte(nil), opts.Meta...)
-	return s.write(ctx, key, hdr, stored, meta, pinNanos(opts.PinnedUntil), nil)
+	if !opts.Retention.Valid() {
+		return fmt.Errorf("ssd: %w: %v", tier.ErrRetention, opts.Retention)
+	}
+	ret := retention{r: opts.Retention, until: tier.UnixNanos(opts.RetainUntil)}
+	return s.write(ctx, key, hdr, stored, meta, pinNanos(opts.PinnedUntil), ret, nil)
 }
 
 // Create implements tier.Tier. The block is buffered in memory until Commit:
@@ -67,7 +71,7 @@ func (s *SSD) contains(key block.Key) bool {
 // of a pinned block being copied forward; its space was accounted for when
 // its segment was dropped (see evictSegmentLocked), and the new record takes
 // its place only if it is still the key's entry.
-func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored, meta []byte, pinnedUntil int64, replacing *entry) error {
+func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored, meta []byte, pinnedUntil int64, ret retention, replacing *entry) error {
 	recLen := recHeaderSize + int64(len(stored)) + int64(len(meta))
 	seg, off, err := s.reserve(ctx, recLen, replacing != nil)
 	if err != nil {
@@ -125,7 +129,12 @@ func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored
 		s.mu.Unlock()
 		return tier.ErrClosed
 	}
-	e := &entry{seg: seg, off: off, recLen: recLen, hdr: hdr, meta: meta}
+	e := &entry{seg: seg, off: off, recLen: recLen, hdr: hdr, meta: meta, retention: ret.r, retainUntil: ret.until}
+	if replacing != nil {
+		// The class may have changed while the block was carried.
+		e.retention, e.retainUntil = replacing.retention, replacing.retainUntil
+	}
+	s.startRetentionLocked(key, e)
 	if replacing != nil {
 		e.pinnedUntil = replacing.pinnedUntil
 	} else if pinnedUntil > s.now() && s.mu.pinned+int64(hdr.RawLen) <= s.opts.pinLimit() {
@@ -135,6 +144,7 @@ func (s *SSD) write(ctx context.Context, key block.Key, hdr block.Header, stored
 	}
 	s.mu.blocks[key] = e
 	seg.live += recLen
+	seg.ranks[e.rank()] += recLen
 	seg.keys = append(seg.keys, key)
 	seg.indexed = max(seg.indexed, off+recLen)
 	marker := seg.indexed
@@ -184,6 +194,7 @@ func (s *SSD) Delete(key block.Key) error {
 	}
 	if e.seg != nil {
 		e.seg.live -= e.recLen
+		e.seg.ranks[e.rank()] -= e.recLen
 		s.maybeDropLocked(e.seg)
 	}
 	s.mu.trash.keys = append(s.mu.trash.keys, key)
