@@ -331,6 +331,52 @@ class MooncakeTest(unittest.TestCase):
         self.assertEqual(self.s.upsert_from("u", self.ptr, 6), 0)
         self.assertEqual(self.s.get("u"), b"second")
 
+    def test_upserts(self):
+        self.assertEqual(self.s.put("p", b"old"), 0)
+        self.assertEqual(self.s.upsert_parts("p", b"ne", memoryview(b"w!")), 0)
+        self.assertEqual(self.s.get("p"), b"new!")
+        self.assertEqual(self.s.upsert_batch(["p", "q"], [b"one", b"two"]), 0)
+        self.assertEqual(self.s.get_batch(["p", "q"]), [b"one", b"two"])
+        self.assertEqual(self.s.upsert_batch(["p", "q"], [b"x"]), INVALID)
+        self.assertEqual(self.s.get("p"), b"one")  # a refused batch writes nothing
+        ctypes.memmove(self.ptr, b"AAAABBBB", 8)
+        self.assertEqual(self.s.batch_upsert_from(["p", "r"], [self.ptr, self.ptr + 4], [4, 4]), [0, 0])
+        self.assertEqual(self.s.get_batch(["p", "r"]), [b"AAAA", b"BBBB"])
+        self.assertEqual(self.s.batch_upsert_from(["p", "r"], [self.ptr], [4, 4]), [INVALID, INVALID])
+        unreg = (ctypes.c_ubyte * 8)()
+        self.assertEqual(self.s.batch_upsert_from(["p", "r"], [ctypes.addressof(unreg), self.ptr], [4, 4]),
+                         [INVALID, 0])
+
+    def test_put_from_with_metadata(self):
+        ctypes.memmove(self.ptr, b"payload", 7)
+        ctypes.memmove(self.ptr + 4096, b"META", 4)
+        self.assertEqual(self.s.put_from_with_metadata("m", self.ptr, self.ptr + 4096, 7, 4), 0)
+        self.assertEqual(self.s.get("m"), b"METApayload")  # metadata first, as Mooncake writes it
+        unreg = (ctypes.c_ubyte * 8)()
+        self.assertEqual(self.s.put_from_with_metadata("n", self.ptr, ctypes.addressof(unreg), 7, 4), INVALID)
+        self.assertEqual(self.s.is_exist("n"), 0)
+
+    def test_remove_by_regex(self):
+        keys = ["req1_tp_0", "req1_tp_1", "req2_tp_0", "other", "x.y", "xzy"]
+        self.assertEqual(self.s.put_batch(keys, [b"v"] * len(keys)), 0)
+        other = client()  # another namespace is not touched
+        self.addCleanup(other.close)
+        other.put("req1_tp_0", b"keep")
+        self.assertEqual(self.s.remove_by_regex("(unclosed"), INVALID)
+        self.assertEqual(self.s.remove_by_regex("req(?=1)"), INVALID)  # lookahead: Python has it, the node (RE2) not
+        self.assertEqual(self.s.remove_by_regex("\\"), INVALID)  # a trailing backslash
+        self.assertEqual(self.s.batch_is_exist(keys), [1] * len(keys))  # a refused pattern removes nothing
+        self.assertEqual(self.s.remove_by_regex("_tp_0$"), 2)  # a search: anywhere in the key
+        self.assertEqual(self.s.batch_is_exist(keys), [0, 1, 0, 1, 1, 1])
+        self.assertEqual(self.s.remove_by_regex(r"x\.y"), 1)
+        self.assertEqual(self.s.batch_is_exist(["x.y", "xzy"]), [0, 1])
+        self.assertEqual(self.s.remove_by_regex("^nothing-matches"), 0)
+        self.assertEqual(self.s.remove_by_regex(""), 3)  # the empty pattern matches every key
+        self.assertEqual(self.s.batch_is_exist(keys), [0] * len(keys))
+        self.assertEqual(other.get("req1_tp_0"), b"keep")
+        s = MooncakeDistributedStore()
+        self.assertEqual(s.remove_by_regex(".*"), int(ErrorCode.RPC_FAIL))  # before setup
+
 
 if __name__ == "__main__":
     unittest.main()

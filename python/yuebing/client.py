@@ -97,7 +97,6 @@ class Client:
         self._auth = {"Authorization": f"Bearer {token}"} if token else {}
         self._verify = verify and _crc32c is not None
         self._shm: Staging | None = None
-        self._cluster: bool | None = None
         if shm:
             try:
                 self._shm = self._open_shm(shm_size)
@@ -310,39 +309,14 @@ class Client:
         return {"names": [n for n, _ in targets]}
 
     def exists_many(self, names=None, *, keys=None, namespace: str | None = None) -> list[bool]:
+        """Whether each object (or block) is stored. In a cluster the node
+        answers for the whole cluster, as a HEAD of each would: a key held
+        by another node counts while that node answers."""
         ts = self._names(names, keys)
         if not ts:
             return []
         res = self._json("POST", "/v1/batch/exists", {"namespace": self._ns(namespace), **self._refs(ts)})
-        out = list(res["exists"])
-        missing = [i for i, e in enumerate(out) if not e]
-        if missing and self._clustered():
-            # The node's batch answer covers the blocks it holds itself; a
-            # single read or HEAD also finds those other nodes hold, so
-            # ask the cluster's index about the rest (a HEAD each where
-            # the index is not ours to read).
-            rest = [ts[i] for i in missing]
-            try:
-                held = [bool(h) for h in self.holders([n for n, _ in rest], namespace=namespace)] \
-                    if rest[0][1] is None else [bool(h) for h in self.holders(keys=[k for _, k in rest])]
-            except YuebingError:
-                held = [self.exists(n, key=k, namespace=namespace) for n, k in rest]
-            for i, h in zip(missing, held):
-                out[i] = h
-        return out
-
-    def _clustered(self) -> bool:
-        """Whether the node is a member of a cluster, asked once."""
-        if self._cluster is None:
-            try:
-                self._json("GET", "/v1/cluster")
-                self._cluster = True
-            except NotFound:
-                self._cluster = False
-            except YuebingError:
-                # Not ours to read (auth): a member or not, HEADs answer.
-                self._cluster = True
-        return self._cluster
+        return list(res["exists"])
 
     def delete_many(self, names=None, *, keys=None, namespace: str | None = None) -> list[bool]:
         ts = self._names(names, keys)
@@ -598,11 +572,17 @@ class Client:
         k = _keys.parse_key(key) if key is not None else _keys.opaque_key(self._ns(namespace), name)
         return self._json("POST", f"/v1/blocks/{k.hex()}/replicas", {"count": count})["count"]
 
-    def clear(self, namespace: str | None = None) -> int:
-        """Deletes every block of the namespace; returns how many."""
+    def clear(self, namespace: str | None = None, *, regex: str | None = None) -> int:
+        """Deletes every block of the namespace, or with ``regex`` only the
+        objects whose name it matches anywhere (the node's RE2 syntax; one
+        that does not compile raises BadRequest and deletes nothing);
+        returns how many."""
+        body = {"namespace": self._ns(namespace)}
+        if regex is not None:
+            body["regex"] = regex
         total = 0
         while True:
-            res = self._json("POST", "/v1/namespaces/clear", {"namespace": self._ns(namespace)})
+            res = self._json("POST", "/v1/namespaces/clear", body)
             total += res["deleted"]
             if not res.get("more"):
                 return total

@@ -503,6 +503,23 @@ class MooncakeDistributedStore:
         except (YuebingError, ValueError, TypeError) as e:
             return _code(e)
 
+    def upsert_parts(self, key: str, *parts, config: ReplicateConfig | None = None) -> int:
+        """upsert of the parts joined."""
+        try:
+            value = b"".join(memoryview(p).cast("B") for p in parts)
+        except (ValueError, TypeError):
+            return ErrorCode.INVALID_PARAMS
+        return self.upsert(key, value, config)
+
+    def upsert_batch(self, keys, values, config: ReplicateConfig | None = None) -> int:
+        """upsert of each value; 0 when all succeeded, else the first
+        failed key's code (the others are still written)."""
+        keys, values = list(keys), list(values)
+        if len(keys) != len(values) or not all(_key_ok(k) for k in keys) or self._pin_error(config):
+            return ErrorCode.INVALID_PARAMS
+        codes = [self.upsert(k, v, config) for k, v in zip(keys, values)]
+        return next((c for c in codes if c), 0)
+
     def put_batch(self, keys, values, config: ReplicateConfig | None = None) -> int:
         """Stores each value; 0 when all succeeded, else the first key's
         error code (the others are still stored)."""
@@ -612,6 +629,31 @@ class MooncakeDistributedStore:
     def batch_remove(self, keys, force: bool = False) -> list[int]:
         return [self.remove(k, force) for k in keys]
 
+    def remove_by_regex(self, regex_pattern: str, force: bool = False) -> int:
+        """Removes every object of this store's namespace whose key the
+        regular expression matches anywhere (Mooncake's regex_search);
+        returns how many, or a negative code: INVALID_PARAMS for a pattern
+        that does not compile (nothing is removed). The node matches with
+        Go's RE2, which has no backreferences or lookaround; Python's re
+        checks the pattern first, so both must accept it."""
+        if not isinstance(regex_pattern, str):
+            return ErrorCode.INVALID_PARAMS
+        try:
+            rx = re.compile(regex_pattern)
+        except re.error:
+            return ErrorCode.INVALID_PARAMS
+        try:
+            # An empty pattern matches every key; "" would mean no filter
+            # to the node, which also clears blocks stored by chained key.
+            n = self._client().clear(regex=regex_pattern or "^")
+        except YuebingError as e:
+            return _code(e)
+        with self._lock:
+            gone = [k for k in self._pins if rx.search(k)]
+        for k in gone:
+            self._unpin(k)
+        return n
+
     def remove_all(self, force: bool = False) -> int:
         """Removes every object of this store's namespace; returns how many,
         or a negative code. force is accepted: nothing here holds a lease
@@ -694,6 +736,22 @@ class MooncakeDistributedStore:
         except YuebingError as e:
             return _code(e)
         return self.upsert(key, mv, config)
+
+    def batch_upsert_from(self, keys, buffer_ptrs, sizes, config: ReplicateConfig | None = None) -> list[int]:
+        """upsert_from of each range; one code per key, mismatched lengths
+        fail every key."""
+        keys, ptrs, sizes = list(keys), list(buffer_ptrs), list(sizes)
+        if not (len(keys) == len(ptrs) == len(sizes)) or self._pin_error(config):
+            return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        return [int(self.upsert_from(k, p, n, config)) for k, p, n in zip(keys, ptrs, sizes)]
+
+    def put_from_with_metadata(self, key: str, buffer_ptr: int, metadata_buffer_ptr: int, size: int,
+                               metadata_size: int, config: ReplicateConfig | None = None) -> int:
+        """Stores the metadata range, then the data range, as one object
+        (Mooncake's order); both must lie in registered memory."""
+        if not _key_ok(key) or self._put_error(config):
+            return ErrorCode.INVALID_PARAMS
+        return self._puts([key], [[metadata_buffer_ptr, buffer_ptr]], [[metadata_size, size]], config)[0]
 
     def get_into(self, key: str, buffer_ptr: int, size: int) -> int:
         """Reads the object into the buffer; the bytes read, or a negative
@@ -1036,25 +1094,152 @@ class MooncakeDistributedStore:
         return out
 
     # -- tensors ------------------------------------------------------------
+    #
+    # Objects in Mooncake's tensor format (_tensor.py): its 304-byte
+    # TensorMetadata, then the bytes. The tensor-parallel calls store a
+    # tensor as tp_size equal shards along split_dim, under
+    # "<key>_tp_<rank>" with a shard header, and read back one rank's
+    # shard; with tp_size 1 they are the plain calls on key itself.
+
+    @staticmethod
+    def _tp_key(key: str, rank: int) -> str:
+        return f"{key}_tp_{rank}"
+
+    def _put_values(self, keys, values, config: ReplicateConfig | None) -> list[int]:
+        """Stores values[i] (bytes, or an int code for an item that failed
+        already) under keys[i]; one code per key."""
+        out = [int(v) if isinstance(v, int) else 0 for v in values]
+        if self._pin_error(config):
+            return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        todo = [i for i, v in enumerate(values) if not isinstance(v, int)]
+        for i in todo:
+            if not _key_ok(keys[i]):
+                out[i] = int(ErrorCode.INVALID_PARAMS)
+        todo = [i for i in todo if out[i] == 0]
+        if not todo:
+            return out
+        try:
+            items = self._client().put_many([keys[i] for i in todo], [values[i] for i in todo], **self._put_opts(config))
+            for i, it in zip(todo, items):
+                out[i] = int(_code(it.error)) if it.error is not None else 0
+            ok = [keys[i] for i in todo if out[i] == 0]
+            rc = self._pin(ok, config) if ok else 0
+            if rc:
+                for i in todo:
+                    out[i] = out[i] or int(rc)
+        except YuebingError as e:
+            for i in todo:
+                out[i] = int(_code(e))
+        return out
+
+    @staticmethod
+    def _encoded(tensor):
+        """The tensor's object bytes, or INVALID_PARAMS."""
+        try:
+            return _tensors().encode(tensor)
+        except (TypeError, ValueError, RuntimeError):
+            return int(ErrorCode.INVALID_PARAMS)
+
+    @staticmethod
+    def _sharded(tensor, tp_size, split_dim):
+        """The tensor's tp_size shard objects, or INVALID_PARAMS."""
+        if not isinstance(tp_size, int) or not isinstance(split_dim, int):
+            return int(ErrorCode.INVALID_PARAMS)
+        try:
+            return _tensors().shards(tensor, tp_size, split_dim)
+        except (TypeError, ValueError, RuntimeError):
+            return int(ErrorCode.INVALID_PARAMS)
+
+    @staticmethod
+    def _config_error(config: ReplicateConfig | None) -> int:
+        """Mooncake's check of the pub_tensor calls: preferred_segments,
+        when given, name one segment per replica."""
+        if config is not None and config.preferred_segments and len(config.preferred_segments) != config.replica_num:
+            return ErrorCode.INVALID_PARAMS
+        return 0
 
     def put_tensor(self, key: str, tensor, config: ReplicateConfig | None = None) -> int:
-        """Stores a CPU tensor (up to 4 dimensions) with its dtype and
-        shape; 0 or a negative code."""
-        try:
-            data = _tensors().encode(tensor)
-        except (TypeError, ValueError):
-            return ErrorCode.INVALID_PARAMS
-        return self.put(key, data, config)
+        """Stores a tensor (up to 8 dimensions, any of Mooncake's dtypes;
+        a device tensor is copied to host memory first) in Mooncake's
+        format; 0 or a negative code."""
+        data = self._encoded(tensor)
+        if isinstance(data, int):
+            return data
+        return self._put_values([key], [data], config)[0]
 
-    def batch_put_tensor(self, keys, tensors, config: ReplicateConfig | None = None) -> list[int]:
-        keys, tensors = list(keys), list(tensors)
-        if len(keys) != len(tensors):
+    def batch_put_tensor(self, keys, tensors_list, config: ReplicateConfig | None = None) -> list[int]:
+        keys, tensors_list = list(keys), list(tensors_list)
+        if len(keys) != len(tensors_list):
             return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
-        return [int(self.put_tensor(k, t, config)) for k, t in zip(keys, tensors)]
+        return self._put_values(keys, [self._encoded(t) for t in tensors_list], config)
+
+    def pub_tensor(self, key: str, tensor, config: ReplicateConfig | None = None) -> int:
+        """put_tensor with a ReplicateConfig (Mooncake's name for it)."""
+        return self._config_error(config) or self.put_tensor(key, tensor, config)
+
+    def batch_pub_tensor(self, keys, tensors_list, config: ReplicateConfig | None = None) -> list[int]:
+        keys = list(keys)
+        if self._config_error(config):
+            return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        return self.batch_put_tensor(keys, tensors_list, config)
+
+    def put_tensor_with_tp(self, key: str, tensor, tp_rank: int = 0, tp_size: int = 1, split_dim: int = 0,
+                           config: ReplicateConfig | None = None) -> int:
+        """Stores all tp_size shards of the tensor along split_dim, rank r
+        under "<key>_tp_<r>" (tp_rank is not used: every rank's shard is
+        written, as in Mooncake); with tp_size 1, put_tensor(key). 0, or
+        the first shard's error; INVALID_PARAMS when the dimension does
+        not divide into tp_size equal shards."""
+        if not isinstance(tp_size, int) or tp_size <= 1:
+            return self.put_tensor(key, tensor, config)
+        parts = self._sharded(tensor, tp_size, split_dim)
+        if isinstance(parts, int):
+            return parts
+        if not _key_ok(key):
+            return ErrorCode.INVALID_PARAMS
+        codes = self._put_values([self._tp_key(key, r) for r in range(tp_size)], parts, config)
+        return next((c for c in codes if c), 0)
+
+    def batch_put_tensor_with_tp(self, base_keys, tensors_list, tp_rank: int = 0, tp_size: int = 1,
+                                 split_dim: int = 0, config: ReplicateConfig | None = None) -> list[int]:
+        """put_tensor_with_tp of each tensor, in one batch: per key 0 or
+        its first shard's error; mismatched or empty lists fail every
+        key."""
+        keys, tensors = list(base_keys), list(tensors_list)
+        if not isinstance(tp_size, int) or tp_size <= 1:
+            return self.batch_put_tensor(keys, tensors, config)
+        if len(keys) != len(tensors) or not keys:
+            return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        out = [0] * len(keys)
+        flat_keys, flat_vals, owner = [], [], []
+        for i, (k, t) in enumerate(zip(keys, tensors)):
+            parts = self._sharded(t, tp_size, split_dim) if _key_ok(k) else int(ErrorCode.INVALID_PARAMS)
+            if isinstance(parts, int):
+                out[i] = parts
+                continue
+            for r, p in enumerate(parts):
+                flat_keys.append(self._tp_key(k, r))
+                flat_vals.append(p)
+                owner.append(i)
+        for i, c in zip(owner, self._put_values(flat_keys, flat_vals, config)):
+            out[i] = out[i] or c
+        return out
+
+    def pub_tensor_with_tp(self, key: str, tensor, config: ReplicateConfig | None = None, tp_rank: int = 0,
+                           tp_size: int = 1, split_dim: int = 0) -> int:
+        return self._config_error(config) or self.put_tensor_with_tp(key, tensor, tp_rank, tp_size, split_dim, config)
+
+    def batch_pub_tensor_with_tp(self, base_keys, tensors_list, config: ReplicateConfig | None = None,
+                                 tp_rank: int = 0, tp_size: int = 1, split_dim: int = 0) -> list[int]:
+        keys = list(base_keys)
+        if self._config_error(config):
+            return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        return self.batch_put_tensor_with_tp(keys, tensors_list, tp_rank, tp_size, split_dim, config)
 
     def get_tensor(self, key: str):
-        """The tensor put_tensor stored, or None (missing key, failed read,
-        bytes that are no tensor)."""
+        """The tensor stored under key (a shard's local shape for a shard
+        object), or None (missing key, failed read, bytes in no tensor
+        format Mooncake reads)."""
         data = self.get(key)
         if not data:
             return None
@@ -1063,9 +1248,22 @@ class MooncakeDistributedStore:
     def batch_get_tensor(self, keys) -> list:
         return [None if not v else _tensors().decode(v) for v in self.get_batch(keys)]
 
+    def _rank_keys(self, keys, tp_rank, tp_size):
+        if not isinstance(tp_size, int) or tp_size <= 1:
+            return list(keys)
+        return [self._tp_key(k, tp_rank) if isinstance(k, str) else k for k in keys]
+
+    def get_tensor_with_tp(self, key: str, tp_rank: int = 0, tp_size: int = 1, split_dim: int = 0):
+        """Rank tp_rank's shard, "<key>_tp_<tp_rank>" (key itself with
+        tp_size 1), or None."""
+        return self.get_tensor(self._rank_keys([key], tp_rank, tp_size)[0])
+
+    def batch_get_tensor_with_tp(self, base_keys, tp_rank: int = 0, tp_size: int = 1) -> list:
+        return self.batch_get_tensor(self._rank_keys(base_keys, tp_rank, tp_size))
+
     def get_tensor_into(self, key: str, buffer_ptr: int, size: int):
-        """Reads the tensor's bytes into the registered buffer and returns
-        a tensor viewing them, or None."""
+        """Reads the tensor's object into the registered buffer and returns
+        a tensor viewing its bytes there (past the header), or None."""
         n = self.get_into(key, buffer_ptr, size)
         if n <= 0:
             return None
@@ -1075,6 +1273,13 @@ class MooncakeDistributedStore:
         got = self.batch_get_into(keys, buffer_ptrs, sizes)
         return [_tensors().decode(self._view(p, n), copy=False) if n > 0 else None
                 for p, n in zip(buffer_ptrs, got)]
+
+    def get_tensor_with_tp_into(self, key: str, buffer_ptr: int, size: int, tp_rank: int = 0, tp_size: int = 1,
+                                split_dim: int = 0):
+        return self.get_tensor_into(self._rank_keys([key], tp_rank, tp_size)[0], buffer_ptr, size)
+
+    def batch_get_tensor_with_tp_into(self, base_keys, buffer_ptrs, sizes, tp_rank: int = 0, tp_size: int = 1) -> list:
+        return self.batch_get_tensor_into(self._rank_keys(base_keys, tp_rank, tp_size), buffer_ptrs, sizes)
 
 
 class ReplicaDesc:
