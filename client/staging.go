@@ -10,8 +10,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -38,11 +40,25 @@ type Staging struct {
 	rd     bytes.Reader
 	line   []byte
 	res    stagingAnswer
+	// regions are the caller's buffers registered in this session, by
+	// the node's id (Register).
+	regions map[Region]uint32
+
+	// staged counts block bytes copied between the segment and the
+	// caller's memory (GetBatch, PutBatch); direct those the node moved
+	// straight into or out of a registered region (GetInto, PutFrom).
+	staged, direct atomic.Int64
 }
 
 // ErrStagingBroken reports a call on a Staging that an earlier failure
 // left unusable: open another.
 var ErrStagingBroken = errors.New("client: shared-memory session broken")
+
+// ErrRegionRefused reports a region the node would not map (a node too
+// old to know regions, shm.max_region_bytes reached, a descriptor it
+// cannot map safely); it wraps the node's *Error. Nothing was moved and
+// the session is still usable: the caller goes through the segment.
+var ErrRegionRefused = errors.New("client: region refused by the node")
 
 // stagingAlign keeps every block's range page-aligned: the node's copies
 // start aligned and neighbours share no cache line.
@@ -136,7 +152,7 @@ func handshake(ctx context.Context, conn *net.UnixConn, token string, size int64
 		return nil, err
 	}
 	conn.SetDeadline(time.Time{})
-	return &Staging{conn: conn, r: bufio.NewReaderSize(conn, 64<<10), mem: mem, id: ans.Session}, nil
+	return &Staging{conn: conn, r: bufio.NewReaderSize(conn, 64<<10), mem: mem, id: ans.Session, regions: map[Region]uint32{}}, nil
 }
 
 // stagingStatus maps a staging error code to the HTTP status the API uses
@@ -237,7 +253,7 @@ type stagingAnswer struct {
 
 // call sends one request line and reads its answer into s.res. Any
 // failure breaks the session: its answer could arrive for the next call.
-func (s *Staging) call(ctx context.Context, req *stagingRequest) error {
+func (s *Staging) call(ctx context.Context, req any, items int) error {
 	if s.broken {
 		return ErrStagingBroken
 	}
@@ -246,6 +262,30 @@ func (s *Staging) call(ctx context.Context, req *stagingRequest) error {
 	if err != nil {
 		return err
 	}
+	ans, err := s.roundTrip(ctx, s.line, nil)
+	if err != nil {
+		return err
+	}
+	s.res = stagingAnswer{}
+	if err := json.Unmarshal(ans, &s.res); err != nil {
+		s.broken = true
+		s.conn.Close()
+		return fmt.Errorf("%w: shared-memory answer: %v", ErrProtocol, err)
+	}
+	if s.res.Error != nil && s.res.Results == nil {
+		return &Error{StatusCode: stagingStatus(s.res.Error.Code), Code: s.res.Error.Code, Message: s.res.Error.Message}
+	}
+	if len(s.res.Results) != items {
+		s.broken = true
+		s.conn.Close()
+		return fmt.Errorf("%w: %d results for %d items", ErrProtocol, len(s.res.Results), items)
+	}
+	return nil
+}
+
+// roundTrip sends line, with the descriptors in oob, and returns the
+// answer line, valid until the next call. Any failure breaks the session.
+func (s *Staging) roundTrip(ctx context.Context, line, oob []byte) ([]byte, error) {
 	stop := context.AfterFunc(ctx, func() { s.conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	fail := func(err error) error {
@@ -256,8 +296,14 @@ func (s *Staging) call(ctx context.Context, req *stagingRequest) error {
 		}
 		return fmt.Errorf("client: shared memory: %w", err)
 	}
-	if _, err := s.conn.Write(s.line); err != nil {
-		return fail(err)
+	var err error
+	if oob != nil {
+		_, _, err = s.conn.WriteMsgUnix(line, oob, nil)
+	} else {
+		_, err = s.conn.Write(line)
+	}
+	if err != nil {
+		return nil, fail(err)
 	}
 	ans, err := s.r.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
@@ -270,23 +316,9 @@ func (s *Staging) call(ctx context.Context, req *stagingRequest) error {
 		ans = s.line
 	}
 	if err != nil {
-		return fail(err)
+		return nil, fail(err)
 	}
-	s.res = stagingAnswer{}
-	if err := json.Unmarshal(ans, &s.res); err != nil {
-		s.broken = true
-		s.conn.Close()
-		return fmt.Errorf("%w: shared-memory answer: %v", ErrProtocol, err)
-	}
-	if s.res.Error != nil && s.res.Results == nil {
-		return &Error{StatusCode: stagingStatus(s.res.Error.Code), Code: s.res.Error.Code, Message: s.res.Error.Message}
-	}
-	if len(s.res.Results) != len(req.Items) {
-		s.broken = true
-		s.conn.Close()
-		return fmt.Errorf("%w: %d results for %d items", ErrProtocol, len(s.res.Results), len(req.Items))
-	}
-	return nil
+	return ans, nil
 }
 
 func appendJSON(dst []byte, v any) ([]byte, error) {
@@ -327,7 +359,7 @@ func (s *Staging) GetBatch(ctx context.Context, namespace string, keys []block.K
 			req.Items = append(req.Items, stagingItem{Key: keys[i], Offset: off, Length: sizes[i]})
 			off += n
 		}
-		if err := s.call(ctx, &req); err != nil {
+		if err := s.call(ctx, &req, len(req.Items)); err != nil {
 			return err
 		}
 		for j, r := range s.res.Results {
@@ -346,7 +378,9 @@ func (s *Staging) GetBatch(ctx context.Context, namespace string, keys []block.K
 			}
 			s.rd.Reset(s.mem[it.Offset : it.Offset+f.Length])
 			data := &checkingReader{block.CRCReader{R: &s.rd}}
-			if err := fn(f, data); err != nil {
+			err := fn(f, data)
+			s.staged.Add(data.N)
+			if err != nil {
 				return err
 			}
 			if !f.Missing && data.N == f.Length && data.Sum != f.Checksum {
@@ -389,11 +423,11 @@ func (s *Staging) PutBatch(ctx context.Context, namespace string, items []Item) 
 			if off+n > int64(len(s.mem)) {
 				break
 			}
-			copy(s.mem[off:], items[i].Data)
+			s.staged.Add(int64(copy(s.mem[off:], items[i].Data)))
 			req.Items = append(req.Items, stagingItem{Key: items[i].Key, Offset: off, Length: size})
 			off += n
 		}
-		if err := s.call(ctx, &req); err != nil {
+		if err := s.call(ctx, &req, len(req.Items)); err != nil {
 			return out, err
 		}
 		for _, r := range s.res.Results {
@@ -410,4 +444,221 @@ func (s *Staging) PutBatch(ctx context.Context, namespace string, items []Item) 
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// Region is memory of the caller's that the node on this host maps itself:
+// a memfd sealed against shrinking (rdma.SharedMemory is one), whose
+// mapping Bytes is. Once registered with a session (Register), GetInto has
+// the node copy blocks straight into it and PutFrom has the node store
+// blocks straight out of it: one copy, the node's, and nothing through the
+// segment. The caller owns the region: it must outlive the sessions it is
+// registered with, or be unregistered from them first (Unregister).
+type Region interface {
+	// File is the memfd; sessions never close it.
+	File() *os.File
+	// Bytes is the caller's mapping of the whole region.
+	Bytes() []byte
+}
+
+// RegionItem is one block and its range of a registered region.
+type RegionItem struct {
+	Key    block.Key
+	Region Region
+	// Offset and Length are the range of Region.Bytes(): a get copies the
+	// block into it (the block must fit; it may be shorter), a put stores
+	// exactly these bytes.
+	Offset, Length int64
+}
+
+type regionItem struct {
+	Key    block.Key `json:"key"`
+	Region uint32    `json:"region"`
+	Offset int64     `json:"offset"`
+	Length int64     `json:"length"`
+}
+
+type regionRequest struct {
+	Op        string       `json:"op"`
+	Namespace string       `json:"namespace"`
+	Items     []regionItem `json:"items"`
+}
+
+// Register has the node map r and returns the node's id for it; a region
+// already registered in this session returns its id at once. A node that
+// refuses it (too old to know regions, shm.max_region_bytes reached, a
+// descriptor it cannot map safely) fails with an *Error; the session stays
+// usable either way.
+func (s *Staging) Register(ctx context.Context, r Region) (uint32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.registerLocked(ctx, r)
+}
+
+func (s *Staging) registerLocked(ctx context.Context, r Region) (uint32, error) {
+	if id, ok := s.regions[r]; ok {
+		return id, nil
+	}
+	if s.broken {
+		return 0, ErrStagingBroken
+	}
+	size := len(r.Bytes())
+	if size == 0 {
+		return 0, fmt.Errorf("%w: an empty region", ErrBadRequest)
+	}
+	line := fmt.Appendf(nil, "{\"op\":\"register\",\"size\":%d}\n", size)
+	ans, err := s.roundTrip(ctx, line, unix.UnixRights(int(r.File().Fd())))
+	if err != nil {
+		return 0, err
+	}
+	var a struct {
+		Region uint32 `json:"region"`
+		Error  *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(ans, &a); err != nil {
+		s.broken = true
+		s.conn.Close()
+		return 0, fmt.Errorf("%w: register answer: %v", ErrProtocol, err)
+	}
+	if a.Error != nil {
+		return 0, fmt.Errorf("%w: %d bytes: %w", ErrRegionRefused, size, &Error{StatusCode: stagingStatus(a.Error.Code), Code: a.Error.Code, Message: a.Error.Message})
+	}
+	if a.Region == 0 {
+		return 0, fmt.Errorf("%w: register answer %q names no region", ErrProtocol, ans)
+	}
+	s.regions[r] = a.Region
+	return a.Region, nil
+}
+
+// Unregister has the node unmap r, once no request of this session uses
+// it; a region not registered here is a no-op.
+func (s *Staging) Unregister(ctx context.Context, r Region) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.regions[r]
+	if !ok {
+		return nil
+	}
+	delete(s.regions, r)
+	if s.broken {
+		return nil // the session's end unmapped it
+	}
+	ans, err := s.roundTrip(ctx, fmt.Appendf(nil, "{\"op\":\"unregister\",\"region\":%d}\n", id), nil)
+	if err != nil {
+		return err
+	}
+	if bytes.Contains(ans, []byte(`"error"`)) {
+		return fmt.Errorf("%w: unregister answer %q", ErrProtocol, ans)
+	}
+	return nil
+}
+
+// regionRanges registers the items' regions and checks their ranges.
+func (s *Staging) regionRanges(ctx context.Context, op, namespace string, items []RegionItem) (*regionRequest, error) {
+	req := &regionRequest{Op: op, Namespace: namespace, Items: make([]regionItem, len(items))}
+	for i, it := range items {
+		if it.Region == nil {
+			return nil, fmt.Errorf("%w: item %d names no region", ErrBadRequest, i)
+		}
+		if n := int64(len(it.Region.Bytes())); it.Offset < 0 || it.Length <= 0 || it.Offset > n || it.Length > n-it.Offset {
+			return nil, fmt.Errorf("%w: item %d: range [%d, +%d) of a %d-byte region", ErrBadRequest, i, it.Offset, it.Length, n)
+		}
+		id, err := s.registerLocked(ctx, it.Region)
+		if err != nil {
+			return nil, err
+		}
+		req.Items[i] = regionItem{Key: it.Key, Region: id, Offset: it.Offset, Length: it.Length}
+	}
+	return req, nil
+}
+
+// GetInto has the node copy each item's block straight into its range of a
+// registered region (registering regions on first use), then calls fn for
+// each item in order with its frame: Missing for a block not stored or
+// larger than its range, else its Length bytes at the range's start,
+// already verified against the block's CRC-32C. A mismatch ends the call
+// with ErrChecksum before fn sees the item; the items before it are good.
+// No byte goes through the segment.
+func (s *Staging) GetInto(ctx context.Context, namespace string, items []RegionItem, fn func(i int, f Frame) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	req, err := s.regionRanges(ctx, "get", namespace, items)
+	if err != nil {
+		return err
+	}
+	if err := s.call(ctx, req, len(req.Items)); err != nil {
+		return err
+	}
+	for i, r := range s.res.Results {
+		it := items[i]
+		f := Frame{Key: it.Key, Missing: r.Status != "ok"}
+		if !f.Missing {
+			sum, err := strconv.ParseUint(r.Crc32c, 16, 32)
+			if err != nil || r.Size < 0 || r.Size > it.Length {
+				s.broken = true
+				return fmt.Errorf("%w: shared-memory result %d: size %d, crc32c %q", ErrProtocol, i, r.Size, r.Crc32c)
+			}
+			f.Length, f.Checksum, f.Tier = r.Size, uint32(sum), tierLevel(r.Tier)
+			// The node wrote the caller's memory; reading it back once is
+			// what the end-to-end check costs here (no copy).
+			if got := block.Checksum(it.Region.Bytes()[it.Offset : it.Offset+f.Length]); got != f.Checksum {
+				return fmt.Errorf("%w: block %s: crc32c %08x in the registered region, server sent %08x", ErrChecksum, f.Key, got, f.Checksum)
+			}
+			s.direct.Add(f.Length)
+		}
+		if err := fn(i, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PutFrom has the node store each item's range of a registered region as
+// a block (registering regions on first use): the node copies the bytes
+// once, into its store, and nothing goes through the segment. The region
+// must not change until PutFrom returns.
+func (s *Staging) PutFrom(ctx context.Context, namespace string, items []RegionItem) ([]ItemResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	req, err := s.regionRanges(ctx, "put", namespace, items)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.call(ctx, req, len(req.Items)); err != nil {
+		return nil, err
+	}
+	out := make([]ItemResult, 0, len(items))
+	var errs []error
+	for i, r := range s.res.Results {
+		ir := ItemResult{Key: r.Key, Status: r.Status, Tier: r.Tier, Size: r.Size}
+		if r.Status == "error" || r.Error != nil {
+			e := &Error{StatusCode: http.StatusBadRequest, Code: "unknown"}
+			if r.Error != nil {
+				e.StatusCode, e.Code, e.Message = stagingStatus(r.Error.Code), r.Error.Code, r.Error.Message
+			}
+			ir.Err = e
+			errs = append(errs, fmt.Errorf("block %s: %w", r.Key, e))
+		} else {
+			s.direct.Add(items[i].Length)
+		}
+		out = append(out, ir)
+	}
+	return out, errors.Join(errs...)
+}
+
+// StagingCounters are a session's totals of block bytes moved.
+type StagingCounters struct {
+	// StagedBytes were copied between the segment and the caller's memory
+	// (GetBatch, PutBatch): the copy registered regions avoid.
+	StagedBytes int64
+	// DirectBytes the node moved straight into or out of registered
+	// regions (GetInto, PutFrom).
+	DirectBytes int64
+}
+
+// Counters returns the session's totals; safe to call at any time.
+func (s *Staging) Counters() StagingCounters {
+	return StagingCounters{StagedBytes: s.staged.Load(), DirectBytes: s.direct.Load()}
 }

@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/client"
 	"github.com/yuebing/yuebing/internal/servetest"
+	"github.com/yuebing/yuebing/rdma"
 )
 
 // A same-host session against a real node: blocks put through the segment
@@ -94,4 +98,120 @@ func TestStagingOff(t *testing.T) {
 	if _, err := cl.OpenStaging(t.Context(), 1<<20); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("a node with shared memory off: %v", err)
 	}
+}
+
+// Blocks move between a real node and the caller's own memfd with no
+// segment between: a put from the region and a get into another range of
+// it, the bytes equal, nothing counted as staged; a block larger than its
+// range is missing; a region the node refuses fails Register and leaves the
+// session usable.
+func TestStagingRegions(t *testing.T) {
+	_, url := servetest.Serve(t)
+	cl, err := client.New(url, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const ns = "acme/regions"
+	st, err := cl.OpenStaging(ctx, 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	region, err := rdma.NewSharedMemory("client-test", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer region.Close()
+	mem := region.Bytes()
+	var puts, gets []client.RegionItem
+	for i := range 3 {
+		n := int64(100<<10 + i*4099)
+		off := int64(i) * (160 << 10)
+		for j := range n {
+			mem[off+j] = byte(int64(i)*31 + j*7 + j>>12)
+		}
+		k := block.OpaqueKey(ns, fmt.Appendf(nil, "r%d", i))
+		puts = append(puts, client.RegionItem{Key: k, Region: region, Offset: off, Length: n})
+		gets = append(gets, client.RegionItem{Key: k, Region: region, Offset: 512<<10 + off, Length: 160 << 10})
+	}
+	res, err := st.PutFrom(ctx, ns, puts)
+	if err != nil || len(res) != 3 || res[2].Status != "created" {
+		t.Fatalf("put from the region: %+v, %v", res, err)
+	}
+	if got, _, err := cl.Get(ctx, puts[1].Key, client.GetOptions{}); err != nil || !bytes.Equal(got, mem[puts[1].Offset:puts[1].Offset+puts[1].Length]) {
+		t.Fatalf("HTTP get of a block put from a region: %d bytes, %v", len(got), err)
+	}
+	small := client.RegionItem{Key: puts[0].Key, Region: region, Offset: 1000 << 10, Length: 4096}
+	seen := 0
+	err = st.GetInto(ctx, ns, append(gets, small), func(i int, f client.Frame) error {
+		seen++
+		if i == 3 {
+			if !f.Missing {
+				t.Errorf("a block larger than its range came as %+v", f)
+			}
+			return nil
+		}
+		p, g := puts[i], gets[i]
+		if f.Missing || f.Length != p.Length || !bytes.Equal(mem[g.Offset:g.Offset+f.Length], mem[p.Offset:p.Offset+p.Length]) {
+			t.Errorf("block %d: %+v", i, f)
+		}
+		return nil
+	})
+	if err != nil || seen != 4 {
+		t.Fatalf("get into the region: %d frames, %v", seen, err)
+	}
+	c := st.Counters()
+	if want := 2 * (puts[0].Length + puts[1].Length + puts[2].Length); c.StagedBytes != 0 || c.DirectBytes != want {
+		t.Fatalf("counters %+v: want 0 staged, %d direct", c, want)
+	}
+	// An unsealed memfd can shrink under the node's copies: refused, and
+	// the session goes on.
+	if _, err := st.Register(ctx, unsealed(t, 1<<16)); !errors.Is(err, client.ErrRegionRefused) || !errors.Is(err, client.ErrBadRequest) {
+		t.Fatalf("registering an unsealed memfd: %v", err)
+	}
+	if err := st.GetInto(ctx, ns, gets[:1], func(int, client.Frame) error { return nil }); err != nil || st.Broken() {
+		t.Fatalf("a get after a refused region: %v", err)
+	}
+	if err := st.Unregister(ctx, region); err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Clone(mem[puts[0].Offset : puts[0].Offset+puts[0].Length])
+	clear(mem)
+	if err := st.GetInto(ctx, ns, gets[:1], func(_ int, f client.Frame) error {
+		if f.Missing || !bytes.Equal(mem[gets[0].Offset:gets[0].Offset+f.Length], want) {
+			t.Errorf("get after unregistering: %+v", f)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("a region unregistered is registered again on use: %v", err)
+	}
+}
+
+// unsealedRegion is a memfd without seals.
+type unsealedRegion struct {
+	f   *os.File
+	mem []byte
+}
+
+func (u *unsealedRegion) File() *os.File { return u.f }
+func (u *unsealedRegion) Bytes() []byte  { return u.mem }
+
+func unsealed(t *testing.T, size int) client.Region {
+	t.Helper()
+	fd, err := unix.MemfdCreate("unsealed", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "unsealed")
+	t.Cleanup(func() { f.Close() })
+	if err := f.Truncate(int64(size)); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	return &unsealedRegion{f: f, mem: mem}
 }
