@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/client"
@@ -144,6 +145,9 @@ type Connector struct {
 	warm    chan []block.Key
 	closed  atomic.Bool
 	shm     *shmPool // nil with DisableShm
+	// regionsOffUntil (unix nanoseconds) is when to try registered
+	// regions again after the node refused one.
+	regionsOffUntil atomic.Int64
 
 	st stats
 }
@@ -154,6 +158,7 @@ type stats struct {
 	savedLayers, savedBytes, dropped, saveErrors    atomic.Int64
 	committed, deduped, warmed, warmSkipped, warmFa atomic.Int64
 	shmLoads, shmSaves                              atomic.Int64
+	shmRegionLoads, shmDirect, shmStaged            atomic.Int64
 	transferLoads, transferFallbacks                atomic.Int64
 }
 
@@ -185,6 +190,14 @@ type Stats struct {
 	// save batches that went through shared memory rather than HTTP.
 	ShmLoadRequests int64 `json:"shm_load_requests"`
 	ShmSaveRequests int64 `json:"shm_save_requests"`
+	// ShmRegionLoadRequests counts the shared-memory load requests the
+	// node wrote straight into the target's registered memory
+	// (RegisteredTarget); ShmDirectBytes their bytes. ShmStagedBytes counts
+	// the bytes copied between a session's segment and the engine's
+	// memory: the copy registered memory avoids.
+	ShmRegionLoadRequests int64 `json:"shm_region_load_requests"`
+	ShmDirectBytes        int64 `json:"shm_direct_bytes"`
+	ShmStagedBytes        int64 `json:"shm_staged_bytes"`
 	// TransferLoadRequests counts load requests read by key over the
 	// transfer service (Options.Transfer); TransferFallbacks those of them
 	// finished over HTTP, for a block the node did not hold itself or a
@@ -255,6 +268,7 @@ func (c *Connector) Stats() Stats {
 		SavedLayers: s.savedLayers.Load(), SavedBytes: s.savedBytes.Load(), Dropped: s.dropped.Load(), SaveErrors: s.saveErrors.Load(),
 		Committed: s.committed.Load(), Deduped: s.deduped.Load(), Warmed: s.warmed.Load(), WarmSkipped: s.warmSkipped.Load(), WarmFailed: s.warmFa.Load(),
 		ShmLoadRequests: s.shmLoads.Load(), ShmSaveRequests: s.shmSaves.Load(),
+		ShmRegionLoadRequests: s.shmRegionLoads.Load(), ShmDirectBytes: s.shmDirect.Load(), ShmStagedBytes: s.shmStaged.Load(),
 		TransferLoadRequests: s.transferLoads.Load(), TransferFallbacks: s.transferFallbacks.Load(),
 	}
 }
@@ -382,7 +396,9 @@ func (c *Connector) getBatch(ctx context.Context, keys []block.Key, sizes func(i
 			for i := range sz {
 				sz[i] = sizes(i)
 			}
+			before := st.Counters().StagedBytes
 			err := st.GetBatch(ctx, c.opts.Namespace, keys, sz, fn)
+			c.st.shmStaged.Add(st.Counters().StagedBytes - before)
 			c.shm.put(st)
 			c.st.shmLoads.Add(1)
 			return err
@@ -392,6 +408,32 @@ func (c *Connector) getBatch(ctx context.Context, keys []block.Key, sizes func(i
 		return c.getByKey(ctx, keys, sizes, fn)
 	}
 	return c.cl.GetBatch(ctx, c.opts.Namespace, keys, fn)
+}
+
+// getInto has the node write items' blocks straight into their registered
+// regions through a shared-memory session; fn sees each frame in order,
+// already verified. done is false when nothing was asked (no session at
+// hand, or the node refuses regions: the caller goes through the segment).
+func (c *Connector) getInto(ctx context.Context, items []client.RegionItem, fn func(int, client.Frame) error) (done bool, err error) {
+	if c.shm == nil || time.Now().UnixNano() < c.regionsOffUntil.Load() {
+		return false, nil
+	}
+	st := c.shm.get(ctx)
+	if st == nil {
+		return false, nil
+	}
+	before := st.Counters().DirectBytes
+	err = st.GetInto(ctx, c.opts.Namespace, items, fn)
+	c.st.shmDirect.Add(st.Counters().DirectBytes - before)
+	c.shm.put(st)
+	if errors.Is(err, client.ErrRegionRefused) {
+		c.regionsOffUntil.Store(time.Now().Add(shmRetry).UnixNano())
+		c.opts.Logger.Warn("adapter: the node refused the target's registered memory; loading through the staging segment", "err", err)
+		return false, nil
+	}
+	c.st.shmLoads.Add(1)
+	c.st.shmRegionLoads.Add(1)
+	return true, err
 }
 
 // getByKey is getBatch over the node's transfer service. Frames keep their
@@ -439,7 +481,9 @@ func (c *Connector) getByKey(ctx context.Context, keys []block.Key, sizes func(i
 func (c *Connector) putBatch(ctx context.Context, items []client.Item) ([]client.ItemResult, error) {
 	if c.shm != nil {
 		if st := c.shm.get(ctx); st != nil {
+			before := st.Counters().StagedBytes
 			res, err := st.PutBatch(ctx, c.opts.Namespace, items)
+			c.st.shmStaged.Add(st.Counters().StagedBytes - before)
 			c.shm.put(st)
 			c.st.shmSaves.Add(1)
 			return res, err

@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 
+	"github.com/yuebing/yuebing/client"
 	"github.com/yuebing/yuebing/rdma"
 )
 
@@ -47,4 +48,13 @@ type Device interface {
 type HostMapped interface {
 	// PageMemory returns page p's memory; valid until the page is freed.
 	PageMemory(p Page) []byte
+}
+
+// RegionMapped is the optional capability of a HostMapped Device whose
+// whole memory is one region the node on this host can map (a sealed
+// memfd: hbmsim's), page p starting at Offset(p) in it. PageTarget then
+// has the node write loads straight into the pages.
+type RegionMapped interface {
+	HostMapped
+	HostRegion() client.Region
 }

@@ -23,6 +23,22 @@ type Target interface {
 	Region(blk, layer int) []byte
 }
 
+// RegisteredTarget is the optional capability of a Target whose memory is
+// a region the node on this host can map itself (client.Region: a sealed
+// memfd, such as hbmsim's device memory or a Staging from
+// NewRegionStaging). A Load through shared memory then has the node write
+// each group of each block straight into it: no staging segment, no copy
+// on the engine's side, only the CRC-32C read of what landed. A request
+// whose groups do not each lie in one contiguous range of one region, or
+// a node that will not map the region, goes through the segment instead.
+type RegisteredTarget interface {
+	Target
+	// RegionOf returns the region holding layer layer of block blk and
+	// the offset of Region(blk, layer) in it; ok is false where that
+	// memory is not in a region.
+	RegionOf(blk, layer int) (r client.Region, off int64, ok bool)
+}
+
 // Load is a layer-by-layer transfer in progress. Its methods are safe for
 // concurrent use.
 type Load struct {
@@ -189,31 +205,57 @@ func (ld *Load) loadGroups(ctx context.Context, g0, g1 int) {
 		cur++
 		valid = n
 	}
-	err := c.getBatch(ctx, keys, func(i int) int64 { return c.layout.GroupBytes(g0 + i/n) }, func(f client.Frame, r io.Reader) error {
-		g, b := g0+frame/n, frame%n
+	// frameOK does the bookkeeping of frame f, the next in order, and
+	// says whether its bytes are wanted: frames of blocks after an invalid
+	// one are not.
+	frameOK := func(f client.Frame) (g, b int, ok bool) {
+		g, b = g0+frame/n, frame%n
 		frame++
 		for cur < g {
 			next()
 		}
 		if b >= valid {
-			return nil // an earlier block of this group is missing
+			return g, b, false // an earlier block of this group is missing
 		}
 		if f.Missing || f.Length != c.layout.GroupBytes(g) {
 			valid = b
+			return g, b, false
+		}
+		return g, b, true
+	}
+	var err error
+	direct := false
+	if rt, ok := ld.dst.(RegisteredTarget); ok {
+		if items := ld.regionItems(rt, keys, g0, n); items != nil {
+			// The node writes every frame into the target before
+			// answering; a frame found missing or short afterwards leaves
+			// its block (and those after it) to the engine, which
+			// recomputes them anyway.
+			direct, err = c.getInto(ctx, items, func(_ int, f client.Frame) error {
+				frameOK(f)
+				return nil
+			})
+		}
+	}
+	if !direct {
+		err = c.getBatch(ctx, keys, func(i int) int64 { return c.layout.GroupBytes(g0 + i/n) }, func(f client.Frame, r io.Reader) error {
+			g, b, ok := frameOK(f)
+			if !ok {
+				return nil
+			}
+			first, end := c.layout.GroupRange(g)
+			for l := first; l < end; l++ {
+				dst := ld.dst.Region(b, l)
+				if int64(len(dst)) != lb {
+					panic(fmt.Sprintf("BUG: target region of block %d layer %d is %d bytes, layout says %d", b, l, len(dst), lb))
+				}
+				if _, err := io.ReadFull(r, dst); err != nil {
+					return err
+				}
+			}
 			return nil
-		}
-		first, end := c.layout.GroupRange(g)
-		for l := first; l < end; l++ {
-			dst := ld.dst.Region(b, l)
-			if int64(len(dst)) != lb {
-				panic(fmt.Sprintf("BUG: target region of block %d layer %d is %d bytes, layout says %d", b, l, len(dst), lb))
-			}
-			if _, err := io.ReadFull(r, dst); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+		})
+	}
 	if err == nil {
 		for cur < g1 {
 			next()
@@ -232,6 +274,29 @@ func (ld *Load) loadGroups(ctx context.Context, g0, g1 int) {
 	for g := cur + 1; g < g1; g++ {
 		ld.finishGroup(g, 0, fmt.Errorf("%w: group %d: %w", ErrShortLoad, g, err))
 	}
+}
+
+// regionItems returns keys' frames (group-major, n blocks a group, from
+// group g0) as ranges of rt's regions, or nil when some group of some block
+// is not one contiguous range of one region.
+func (ld *Load) regionItems(rt RegisteredTarget, keys []block.Key, g0, n int) []client.RegionItem {
+	lb := ld.c.layout.LayerBytes()
+	items := make([]client.RegionItem, len(keys))
+	for i, k := range keys {
+		g, b := g0+i/n, i%n
+		first, end := ld.c.layout.GroupRange(g)
+		r, off, ok := rt.RegionOf(b, first)
+		if !ok {
+			return nil
+		}
+		for l := first + 1; l < end; l++ {
+			if r2, off2, ok := rt.RegionOf(b, l); !ok || r2 != r || off2 != off+int64(l-first)*lb {
+				return nil
+			}
+		}
+		items[i] = client.RegionItem{Key: k, Region: r, Offset: off, Length: int64(end-first) * lb}
+	}
+	return items
 }
 
 // Wait blocks until layer l has landed (or ctx ends) and returns how many

@@ -3,6 +3,9 @@ package adapter
 import (
 	"context"
 	"fmt"
+
+	"github.com/yuebing/yuebing/client"
+	"github.com/yuebing/yuebing/rdma"
 )
 
 // Staging is a Target in host memory for devices the host cannot address
@@ -11,11 +14,16 @@ import (
 // starts layer l while later layers are on the wire. Layers are stored
 // layer-major (every block of layer 0, then layer 1, ...), so one layer is one
 // contiguous range: a real engine uploads it with one copy per block from
-// pinned memory.
+// pinned memory. Within a layer a block's bytes are one range, and a group
+// of layers of one block is one range too (a group's layers are stored
+// block by block), so the node can write a whole group of a block at once
+// into a Staging from NewRegionStaging.
 type Staging struct {
 	layout Layout
 	blocks int
 	mem    []byte
+	// region is the memfd mem is, with NewRegionStaging; nil otherwise.
+	region *rdma.SharedMemory
 }
 
 // NewStaging lays out blocks blocks of layout over mem, which must hold
@@ -32,12 +40,97 @@ func NewStaging(layout Layout, blocks int, mem []byte) (*Staging, error) {
 	return &Staging{layout: layout, blocks: blocks, mem: mem[:need:need]}, nil
 }
 
+// NewRegionStaging is NewStaging over memory of its own that the node on
+// this host can map: a Load through shared memory has the node write the
+// blocks straight into it (RegisteredTarget), with no staging segment and
+// no copy on the engine's side before Upload. Close releases it.
+func NewRegionStaging(layout Layout, blocks int) (*Staging, error) {
+	if err := layout.Validate(); err != nil {
+		return nil, err
+	}
+	need := int64(blocks) * layout.BlockBytes()
+	if blocks <= 0 || int64(int(need)) != need {
+		return nil, fmt.Errorf("%w: staging for %d blocks", ErrInvalid, blocks)
+	}
+	sm, err := rdma.NewSharedMemory("yuebing-kv-staging", int(need))
+	if err != nil {
+		return nil, fmt.Errorf("adapter: staging memory: %w", err)
+	}
+	s, err := NewStaging(layout, blocks, sm.Bytes())
+	if err != nil {
+		sm.Close()
+		return nil, err
+	}
+	s.region = sm
+	return s, nil
+}
+
+// Close releases the memory of a Staging from NewRegionStaging, which the
+// node must no longer be writing (no Load into it in flight); a no-op for
+// one from NewStaging.
+func (s *Staging) Close() error {
+	if s.region == nil {
+		return nil
+	}
+	err := s.region.Close()
+	s.region, s.mem = nil, nil
+	return err
+}
+
+// offset is where layer layer of block blk starts in mem.
+func (s *Staging) offset(blk, layer int) int64 {
+	lb := s.layout.LayerBytes()
+	first, end := s.layout.GroupRange(s.layout.GroupOf(layer))
+	return int64(first)*lb*int64(s.blocks) + int64(blk)*int64(end-first)*lb + int64(layer-first)*lb
+}
+
 // Region implements Target.
 func (s *Staging) Region(blk, layer int) []byte {
-	n := s.layout.LayerBytes()
-	off := (int64(layer)*int64(s.blocks) + int64(blk)) * n
+	off, n := s.offset(blk, layer), s.layout.LayerBytes()
 	return s.mem[off : off+n : off+n]
 }
+
+// RegionOf implements RegisteredTarget: the memory of a Staging from
+// NewRegionStaging is one region; any other's is none.
+func (s *Staging) RegionOf(blk, layer int) (client.Region, int64, bool) {
+	if s.region == nil {
+		return nil, 0, false
+	}
+	return s.region, s.offset(blk, layer), true
+}
+
+var _ RegisteredTarget = (*Staging)(nil)
+
+// PageTarget is the Target of a paged KV pool on a HostMapped device: the
+// plan's block i lives in Pages[i], layer l at l x LayerBytes in it. On a
+// RegionMapped device (hbmsim) it is a RegisteredTarget: loads through
+// shared memory land in the pages with no staging copy.
+type PageTarget struct {
+	Dev    Device
+	Pages  []Page
+	Layout Layout
+}
+
+// Region implements Target; Dev must be HostMapped.
+func (t PageTarget) Region(blk, layer int) []byte {
+	hm, ok := t.Dev.(HostMapped)
+	if !ok {
+		panic(fmt.Sprintf("BUG: adapter: PageTarget on %s, which is not host-mapped", t.Dev.Name()))
+	}
+	lb := int(t.Layout.LayerBytes())
+	return hm.PageMemory(t.Pages[blk])[layer*lb : (layer+1)*lb : (layer+1)*lb]
+}
+
+// RegionOf implements RegisteredTarget.
+func (t PageTarget) RegionOf(blk, layer int) (client.Region, int64, bool) {
+	rm, ok := t.Dev.(RegionMapped)
+	if !ok {
+		return nil, 0, false
+	}
+	return rm.HostRegion(), int64(t.Dev.Offset(t.Pages[blk])) + int64(layer)*t.Layout.LayerBytes(), true
+}
+
+var _ RegisteredTarget = PageTarget{}
 
 // Upload waits until layer l of ld has landed in s, then copies that layer of
 // its valid blocks into pages (the plan's block i goes to pages[i], at the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/yuebing/yuebing/adapter"
+	"github.com/yuebing/yuebing/client"
 	"github.com/yuebing/yuebing/rdma"
 )
 
@@ -31,9 +32,10 @@ type Device struct {
 }
 
 var (
-	_ adapter.Device      = (*Device)(nil)
-	_ adapter.HostMapped  = (*Device)(nil)
-	_ adapter.BatchCopier = (*Device)(nil)
+	_ adapter.Device       = (*Device)(nil)
+	_ adapter.HostMapped   = (*Device)(nil)
+	_ adapter.BatchCopier  = (*Device)(nil)
+	_ adapter.RegionMapped = (*Device)(nil)
 )
 
 // maxBytes bounds the simulated device: the machine's memory is the real
@@ -138,3 +140,7 @@ func (d *Device) PageMemory(p adapter.Page) []byte {
 	base := int(p) * d.opts.PageBytes
 	return d.mem[base : base+d.opts.PageBytes : base+d.opts.PageBytes]
 }
+
+// HostRegion implements adapter.RegionMapped: the device memory is one
+// sealed memfd, which the node on this host maps to write loads into pages.
+func (d *Device) HostRegion() client.Region { return d.sm }
