@@ -148,6 +148,8 @@ type Connector struct {
 	// regionsOffUntil (unix nanoseconds) is when to try registered
 	// regions again after the node refused one.
 	regionsOffUntil atomic.Int64
+	// savesOffUntil is the same for the save staging region.
+	savesOffUntil atomic.Int64
 
 	st stats
 }
@@ -158,7 +160,8 @@ type stats struct {
 	savedLayers, savedBytes, dropped, saveErrors    atomic.Int64
 	committed, deduped, warmed, warmSkipped, warmFa atomic.Int64
 	shmLoads, shmSaves                              atomic.Int64
-	shmRegionLoads, shmDirect, shmStaged            atomic.Int64
+	shmRegionLoads, shmRegionSaves                  atomic.Int64
+	shmDirect, shmStaged                            atomic.Int64
 	transferLoads, transferFallbacks                atomic.Int64
 }
 
@@ -196,6 +199,9 @@ type Stats struct {
 	// the bytes copied between a session's segment and the engine's
 	// memory: the copy registered memory avoids.
 	ShmRegionLoadRequests int64 `json:"shm_region_load_requests"`
+	// ShmRegionSaveRequests counts the save batches the node stored
+	// straight out of the connector's save staging memory.
+	ShmRegionSaveRequests int64 `json:"shm_region_save_requests"`
 	ShmDirectBytes        int64 `json:"shm_direct_bytes"`
 	ShmStagedBytes        int64 `json:"shm_staged_bytes"`
 	// TransferLoadRequests counts load requests read by key over the
@@ -215,7 +221,7 @@ func New(opts Options) (*Connector, error) {
 	c := &Connector{
 		opts: opts, cl: opts.Client, layout: opts.Layout, commit: opts.Layout.commitRecord(),
 		saves: make(chan *layerJob, opts.SaveQueue),
-		stage: newStaging(opts.Layout.GroupBytes(0), opts.SaveStagingBytes),
+		stage: newStaging(opts.Layout.GroupBytes(0), opts.SaveStagingBytes, !opts.DisableShm),
 		// One warm at a time is queued behind the running one: warming is
 		// a hint, and a backlog of it would compete with real loads.
 		warm: make(chan []block.Key, 1),
@@ -256,6 +262,7 @@ func (c *Connector) Close(ctx context.Context) error {
 	if c.shm != nil {
 		c.shm.close()
 	}
+	c.stage.close()
 	return ctx.Err()
 }
 
@@ -268,7 +275,7 @@ func (c *Connector) Stats() Stats {
 		SavedLayers: s.savedLayers.Load(), SavedBytes: s.savedBytes.Load(), Dropped: s.dropped.Load(), SaveErrors: s.saveErrors.Load(),
 		Committed: s.committed.Load(), Deduped: s.deduped.Load(), Warmed: s.warmed.Load(), WarmSkipped: s.warmSkipped.Load(), WarmFailed: s.warmFa.Load(),
 		ShmLoadRequests: s.shmLoads.Load(), ShmSaveRequests: s.shmSaves.Load(),
-		ShmRegionLoadRequests: s.shmRegionLoads.Load(), ShmDirectBytes: s.shmDirect.Load(), ShmStagedBytes: s.shmStaged.Load(),
+		ShmRegionLoadRequests: s.shmRegionLoads.Load(), ShmRegionSaveRequests: s.shmRegionSaves.Load(), ShmDirectBytes: s.shmDirect.Load(), ShmStagedBytes: s.shmStaged.Load(),
 		TransferLoadRequests: s.transferLoads.Load(), TransferFallbacks: s.transferFallbacks.Load(),
 	}
 }
@@ -436,6 +443,27 @@ func (c *Connector) getInto(ctx context.Context, items []client.RegionItem, fn f
 	return true, err
 }
 
+// putFrom stores items straight out of the save staging region when every
+// one of them lies in it; otherwise (a commit record, no region, regions
+// refused lately) it is PutBatch through the segment. A refused region
+// comes back as ErrRegionRefused with nothing stored.
+func (c *Connector) putFrom(ctx context.Context, st *client.Staging, items []client.Item) ([]client.ItemResult, error) {
+	if time.Now().UnixNano() >= c.savesOffUntil.Load() {
+		ris := make([]client.RegionItem, len(items))
+		all := true
+		for i, it := range items {
+			if ris[i], all = c.stage.regionItem(it.Key, it.Data); !all {
+				break
+			}
+		}
+		if all {
+			c.st.shmRegionSaves.Add(1)
+			return st.PutFrom(ctx, c.opts.Namespace, ris)
+		}
+	}
+	return st.PutBatch(ctx, c.opts.Namespace, items)
+}
+
 // getByKey is getBatch over the node's transfer service. Frames keep their
 // order: from the first key the node does not hold itself, the rest go in
 // one HTTP multi-get through the node, which reads them across the cluster.
@@ -481,9 +509,16 @@ func (c *Connector) getByKey(ctx context.Context, keys []block.Key, sizes func(i
 func (c *Connector) putBatch(ctx context.Context, items []client.Item) ([]client.ItemResult, error) {
 	if c.shm != nil {
 		if st := c.shm.get(ctx); st != nil {
-			before := st.Counters().StagedBytes
-			res, err := st.PutBatch(ctx, c.opts.Namespace, items)
-			c.st.shmStaged.Add(st.Counters().StagedBytes - before)
+			before := st.Counters()
+			res, err := c.putFrom(ctx, st, items)
+			if errors.Is(err, client.ErrRegionRefused) {
+				c.savesOffUntil.Store(time.Now().Add(shmRetry).UnixNano())
+				c.opts.Logger.Warn("adapter: the node refused the save staging memory; saving through the segment", "err", err)
+				res, err = st.PutBatch(ctx, c.opts.Namespace, items)
+			}
+			after := st.Counters()
+			c.st.shmStaged.Add(after.StagedBytes - before.StagedBytes)
+			c.st.shmDirect.Add(after.DirectBytes - before.DirectBytes)
 			c.shm.put(st)
 			c.st.shmSaves.Add(1)
 			return res, err

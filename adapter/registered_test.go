@@ -11,7 +11,8 @@ import (
 	"github.com/yuebing/yuebing/internal/servetest"
 )
 
-// Loads into registered memory are written by the node itself: into the
+// Saves are stored by the node straight out of the connector's staging
+// memory, and loads into registered memory are written by the node itself: into the
 // pages of a device whose memory is a memfd (hbmsim, through PageTarget)
 // and into a Staging of its own (NewRegionStaging), the KV lands equal to
 // what was saved and not one byte goes through a staging segment. A
@@ -28,6 +29,11 @@ func TestLoadIntoRegisteredMemory(t *testing.T) {
 	}
 	want := computed(plan.Keys)
 	hit := int64(plan.HitBlocks) * testLayout.BlockBytes()
+	// The saves went straight out of the connector's save staging
+	// memory: only the 24-byte commit records went through the segment.
+	if s := c.Stats(); s.ShmRegionSaveRequests == 0 || s.ShmDirectBytes != hit || s.ShmStagedBytes != 24*int64(plan.HitBlocks) {
+		t.Fatalf("saves: stats %+v; want %d bytes direct, %d staged", s, hit, 24*plan.HitBlocks)
+	}
 
 	dev, err := hbmsim.New(hbmsim.Options{PageBytes: int(testLayout.BlockBytes()), Pages: 16})
 	if err != nil {

@@ -3,12 +3,15 @@ package adapter
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/client"
+	"github.com/yuebing/yuebing/rdma"
 )
 
 // Source is where a Save reads the KV the engine computed.
@@ -342,28 +345,40 @@ func (c *Connector) runSaves(jobs []*layerJob) {
 
 // staging is the bounded host memory saves copy layers into: a free list of
 // chunks of one group of one block, allocated on first use up to the budget and reused
-// after, so steady-state saves allocate nothing.
+// after, so steady-state saves allocate nothing. With shared memory on, the
+// chunks are cut from one memfd region (allocated lazily by the kernel, page
+// by page), which the node maps: a save batch is then stored straight out of
+// it (Staging.PutFrom), with no copy into a session's segment.
 type staging struct {
 	size int64
 	max  int
+	// region backs the chunks when it could be had; nil otherwise.
+	region *rdma.SharedMemory
 	// freed is signalled when chunks come back, for LayerWait.
 	freed chan struct{}
 	mu    struct {
 		sync.Mutex
-		free  [][]byte
-		alloc int
+		free   [][]byte
+		alloc  int
+		closed bool
 	}
 }
 
-func newStaging(size, budget int64) *staging {
-	return &staging{size: size, max: int(budget / size), freed: make(chan struct{}, 1)}
+func newStaging(size, budget int64, shared bool) *staging {
+	s := &staging{size: size, max: int(budget / size), freed: make(chan struct{}, 1)}
+	if shared && s.max > 0 {
+		if sm, err := rdma.NewSharedMemory("yuebing-save-staging", s.max*int(size)); err == nil {
+			s.region = sm
+		}
+	}
+	return s
 }
 
 // take returns n chunks, or nil when the budget cannot cover them.
 func (s *staging) take(n int) [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.mu.free)+(s.max-s.mu.alloc) < n {
+	if s.mu.closed || len(s.mu.free)+(s.max-s.mu.alloc) < n {
 		return nil
 	}
 	out := make([][]byte, 0, n)
@@ -373,7 +388,12 @@ func (s *staging) take(n int) [][]byte {
 		s.mu.free = s.mu.free[:k]
 	}
 	for len(out) < n {
-		out = append(out, make([]byte, s.size))
+		if s.region != nil {
+			lo, hi := int64(s.mu.alloc)*s.size, int64(s.mu.alloc+1)*s.size
+			out = append(out, s.region.Bytes()[lo:hi:hi])
+		} else {
+			out = append(out, make([]byte, s.size))
+		}
 		s.mu.alloc++
 	}
 	return out
@@ -387,6 +407,39 @@ func (s *staging) give(chunks [][]byte) {
 	case s.freed <- struct{}{}:
 	default:
 	}
+}
+
+// regionItem is chunk's range of the region (data is a prefix of a chunk),
+// or ok false when data is not in it (a commit record, no region).
+func (s *staging) regionItem(k block.Key, data []byte) (client.RegionItem, bool) {
+	if s.region == nil || len(data) == 0 {
+		return client.RegionItem{}, false
+	}
+	base := s.region.Bytes()
+	// Both are in one mapping outside the Go heap, which never moves.
+	off := int64(uintptr(unsafe.Pointer(unsafe.SliceData(data))) - uintptr(unsafe.Pointer(unsafe.SliceData(base))))
+	if off < 0 || off+int64(len(data)) > int64(len(base)) {
+		return client.RegionItem{}, false
+	}
+	return client.RegionItem{Key: k, Region: s.region, Offset: off, Length: int64(len(data))}, true
+}
+
+// close unmaps the region once every chunk is back; chunks still out (a
+// save the engine abandoned mid-layer) leave it to the garbage collector,
+// since an engine goroutine may still be copying into one.
+func (s *staging) close() {
+	if s.region == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.closed = true
+	if len(s.mu.free) == s.mu.alloc {
+		s.region.Close()
+		s.mu.free = nil
+		return
+	}
+	runtime.AddCleanup(s, func(sm *rdma.SharedMemory) { sm.Close() }, s.region)
 }
 
 // Flush waits until the save queue is empty, for tests and orderly
