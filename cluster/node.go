@@ -171,7 +171,7 @@ func New(opts Options, store *tier.Hierarchy) (*Node, error) {
 		locs:       locs,
 		tomb:       tomb,
 		fetches:    semaphore.NewWeighted(int64(opts.MaxFetches)),
-		bytes:      semaphore.NewWeighted(opts.MaxFetchBytes),
+		bytes:      semaphore.NewWeighted(int64(opts.MaxFetchBytes)),
 	}
 	n.mu.members = map[uint32]Member{}
 	n.desired.init(opts.MaxPending * 4)

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/yuebing/yuebing/internal/bytesize"
 	"github.com/yuebing/yuebing/replicate"
 	"github.com/yuebing/yuebing/tier"
 )
@@ -26,86 +27,92 @@ type Addrs struct {
 	Transfer string `json:"transfer"`
 }
 
-// Options configures a Node.
+// Options configures a Node. The fields with a YAML name are the settings
+// of the server's cluster section (cluster.name, cluster.lease_ttl, ...),
+// as are Replication's; the others are set by code.
 type Options struct {
 	// Cluster names the cluster: its keys in etcd live under
 	// /yuebing/<Cluster>/. Required.
-	Cluster string
+	Cluster string `yaml:"name"`
 	// NodeName identifies the node across restarts: the name keeps its
 	// node id. Required.
-	NodeName string
+	NodeName string `yaml:"node_name"`
 	// Endpoints are the etcd client URLs. Required.
-	Endpoints []string
+	Endpoints Endpoints `yaml:"etcd"`
 	// Token authenticates nodes to each other, on the internal HTTP API
-	// and on the transfer service. Required, at most 256 bytes.
-	Token string
+	// and on the transfer service. Required, at most 256 bytes. A secret:
+	// no YAML name, so a config dump never holds it (the server reads it
+	// from its token file at start).
+	Token string `yaml:"-"`
 	// EtcdUsername and EtcdPassword log the node in to etcd when both are
 	// set; an etcd without authentication lets the login pass. Default
 	// none. A cluster with a token uses "root" and EtcdPassword(Token),
 	// the embedded etcd's root user.
-	EtcdUsername string
-	EtcdPassword string
+	EtcdUsername string `yaml:"-"`
+	EtcdPassword string `yaml:"-"`
 	// TransferListen is the transfer service's host:port. Required; port 0
 	// picks a free one.
-	TransferListen string
+	TransferListen string `yaml:"-"`
 	// LeaseTTL is how long a node that stopped answering stays a member:
 	// its etcd lease's TTL, and so the time to notice a dead node or leader.
 	// Default 10s; etcd rounds anything below about 2s up.
-	LeaseTTL time.Duration
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
 	// DialTimeout bounds connecting to etcd. Default 5s.
-	DialTimeout time.Duration
+	DialTimeout time.Duration `yaml:"-"`
 	// ReportInterval is how often a node sends the leader what changed.
 	// Default 200ms.
-	ReportInterval time.Duration
+	ReportInterval time.Duration `yaml:"report_interval"`
 	// MaxPending bounds the blocks whose changes wait to be reported. A
 	// node that cannot reach a leader for long, or changes faster than it
 	// reports, forgets them and sends its full state instead. Each costs
 	// about 60 bytes. Default 65536.
-	MaxPending int
+	MaxPending int `yaml:"max_pending"`
 	// MaxHitKeys bounds the distinct blocks whose hits wait to be reported;
 	// hits of further blocks are not counted until the next report. Default
 	// 16384.
-	MaxHitKeys int
+	MaxHitKeys int `yaml:"-"`
 	// HitSampling counts one access in this many (with its weight), so hit
 	// counting costs next to nothing on a busy node. Default 1: every access.
-	HitSampling int
+	HitSampling int `yaml:"-"`
 	// MaxFetches bounds reads of blocks from other nodes in flight; more
 	// wait. Default 64.
-	MaxFetches int
+	MaxFetches int `yaml:"-"`
 	// MaxFetchBytes bounds the heap bytes of blocks being fetched from other
 	// nodes and served without being admitted. Default 256 MiB.
-	MaxFetchBytes int64
+	MaxFetchBytes bytesize.Size `yaml:"max_fetch_bytes"`
 	// Budget, when set, is the node's in-flight byte budget, shared with
 	// its front ends: a fetched block's bytes are charged to it as well as
 	// to MaxFetchBytes, from before they are read until the last handle on
 	// them is released. Nil: MaxFetchBytes alone bounds them.
-	Budget Budget
+	Budget Budget `yaml:"-"`
 	// Admit is AdmitAlways, AdmitSecondHit (default) or AdmitNever.
-	Admit string
+	Admit string `yaml:"admit"`
 	// RecentFetches is how many fetched keys second-hit admission
 	// remembers. Default 65536.
-	RecentFetches int
+	RecentFetches int `yaml:"-"`
 	// RequestTimeout bounds one internal HTTP call. Default 10s.
-	RequestTimeout time.Duration
+	RequestTimeout time.Duration `yaml:"-"`
 	// PeerTimeout bounds how long a read, a put's registration or a
 	// delete waits for another node to start answering: a node that was
 	// killed or frozen (its socket still accepts) is passed over after it,
 	// well inside RequestTimeout. Default 2s.
-	PeerTimeout time.Duration
+	PeerTimeout time.Duration `yaml:"-"`
 	// LocationCache bounds the block locations a node remembers from its
 	// reads, so a repeated read of a block held elsewhere costs one round
 	// trip. Default 65536 (about 100 bytes each).
-	LocationCache int
+	LocationCache int `yaml:"-"`
 	// Replication configures the leader's replication core (heat,
-	// thresholds, in-flight bounds); zero fields take its defaults.
-	Replication replicate.Options
+	// thresholds, in-flight bounds); zero fields take its defaults. Its
+	// settings sit in the cluster section beside the node's (hot_hits,
+	// not replication.hot_hits), as they always have.
+	Replication replicate.Options `yaml:",inline"`
 	// ReplicationInterval is how often the leader's driver ticks the
 	// core. Default 1s.
-	ReplicationInterval time.Duration
+	ReplicationInterval time.Duration `yaml:"-"`
 	// MaxNodes bounds node ids. Default 4096.
-	MaxNodes int
+	MaxNodes int `yaml:"-"`
 	// Logger. Default slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // EnsureDefaults fills zero fields.
@@ -209,7 +216,7 @@ func (o *Options) Validate() error {
 	}{
 		{"MaxPending", int64(o.MaxPending)}, {"MaxHitKeys", int64(o.MaxHitKeys)},
 		{"HitSampling", int64(o.HitSampling)}, {"MaxFetches", int64(o.MaxFetches)},
-		{"MaxFetchBytes", o.MaxFetchBytes},
+		{"MaxFetchBytes", int64(o.MaxFetchBytes)},
 		{"RecentFetches", int64(o.RecentFetches)}, {"LocationCache", int64(o.LocationCache)},
 	} {
 		if f.v <= 0 {

@@ -37,7 +37,7 @@ func (n *Node) readFrom(ctx context.Context, holder uint32, keys []block.Key) ([
 		return out, err
 	}
 	defer done()
-	st, err := n.engine.GetBlocks(ctx, m.Addrs.Transfer, keys, n.opts.MaxFetchBytes)
+	st, err := n.engine.GetBlocks(ctx, m.Addrs.Transfer, keys, int64(n.opts.MaxFetchBytes))
 	if err != nil {
 		return out, n.transferErr(ctx, m, err)
 	}

@@ -117,7 +117,7 @@ func (n *Node) relayFrom(ctx context.Context, holder uint32, key block.Key, send
 		return false, err
 	}
 	defer release()
-	st, err := n.engine.GetBlocks(ctx, m.Addrs.Transfer, []block.Key{key}, n.opts.MaxFetchBytes)
+	st, err := n.engine.GetBlocks(ctx, m.Addrs.Transfer, []block.Key{key}, int64(n.opts.MaxFetchBytes))
 	if errors.Is(err, rdma.ErrNotSupported) {
 		return false, ErrNotRelayed
 	}

@@ -7,73 +7,75 @@ import (
 )
 
 // Options configures a Core. The zero value gives the documented defaults;
-// docs/cluster.md explains how they play together.
+// docs/cluster.md explains how they play together. The fields with a YAML
+// name are settings of the server's cluster section (cluster.hot_hits,
+// ...); the others are set by code.
 type Options struct {
 	// Window is how far back heat looks: a block's heat is its hits in the
 	// last Window. Default 60s.
-	Window time.Duration
+	Window time.Duration `yaml:"heat_window"`
 	// Buckets cuts the window into slots; heat slides by Window/Buckets.
 	// Default 6 (10 s slots), at most 8.
-	Buckets int
+	Buckets int `yaml:"-"`
 
 	// HotHits is the heat at which a block gains its first extra replica.
 	// Default 32 hits per window.
-	HotHits uint32
+	HotHits uint32 `yaml:"hot_hits"`
 	// HotFactor is how much more heat each further replica needs: a block
 	// wants 2 replicas at HotHits, 3 at HotHits*HotFactor, 4 at
 	// HotHits*HotFactor^2, and so on. Default 2.
-	HotFactor float64
+	HotFactor float64 `yaml:"-"`
 	// MaxReplicas caps the replicas heat alone can ask for (a block's
 	// desired count is honoured above it). Default 8.
-	MaxReplicas int
+	MaxReplicas int `yaml:"max_replicas"`
 	// KeepRatio is the hysteresis of hot replicas: a replica gained at heat
 	// h is kept while heat stays at or above KeepRatio*h. Default 0.5.
-	KeepRatio float64
+	KeepRatio float64 `yaml:"-"`
 	// Cooldown is how long a block must have more replicas than it needs
 	// before the extra ones are dropped. Default: Window.
-	Cooldown time.Duration
+	Cooldown time.Duration `yaml:"-"`
 
 	// TrackFloor is the sketch estimate at which a block's heat starts being
 	// counted exactly, in a window of its own. Default: a quarter of
 	// HotHits, at least 2 (8 with the default HotHits), so a block is
 	// tracked well before it is hot.
-	TrackFloor uint32
+	TrackFloor uint32 `yaml:"-"`
 	// MaxHot bounds the blocks tracked for their heat; when it is reached, a
 	// new block replaces the coldest of a sample of tracked blocks, if it is
 	// hotter. Each tracked block costs about 300 bytes. Default 65536.
-	MaxHot int
+	MaxHot int `yaml:"-"`
 	// SketchWidth is the number of counters per row of the count-min sketch
 	// (4 rows of 2 bytes), a power of two. Default 65536: 512 KiB.
-	SketchWidth int
+	SketchWidth int `yaml:"-"`
 
 	// MaxInFlight bounds the actions emitted and not yet acknowledged,
 	// cluster-wide. Default 64.
-	MaxInFlight int
+	MaxInFlight int `yaml:"-"`
 	// MaxInFlightPerNode bounds the copies in flight per node, counted at
 	// both source and target, so a repair storm cannot saturate one NIC.
 	// Default 4.
-	MaxInFlightPerNode int
+	MaxInFlightPerNode int `yaml:"-"`
 	// ActionTimeout is how long an action may go unacknowledged before it is
 	// taken as failed. Default 2m.
-	ActionTimeout time.Duration
+	ActionTimeout time.Duration `yaml:"-"`
 	// RetryBackoff is how long a block waits after a failed copy, or after
 	// finding no node to copy to, before it is tried again. Default 5s.
-	RetryBackoff time.Duration
+	RetryBackoff time.Duration `yaml:"-"`
 	// ScanPerTick is how many tracked blocks each Tick re-examines for
 	// cooled replicas, lapsed pins and blocks that no longer need tracking.
 	// Default 4096.
-	ScanPerTick int
+	ScanPerTick int `yaml:"-"`
 
 	// DefaultBlockSize is the size assumed for a block whose size was never
 	// reported, to reserve room on copy targets. Default 16 MiB.
-	DefaultBlockSize int64
+	DefaultBlockSize int64 `yaml:"-"`
 	// MaxNodes bounds node ids: every id must be below it. Default 4096.
-	MaxNodes int
+	MaxNodes int `yaml:"-"`
 	// Seed seeds the heat sketch's hash and the sampling of MaxHot
 	// replacements. The same Options (seed included) and the same events
 	// give the same actions. Default 0; use a random seed in production, so
 	// that clients who choose keys cannot predict sketch collisions.
-	Seed uint64
+	Seed uint64 `yaml:"-"`
 }
 
 // EnsureDefaults fills in zero fields.

@@ -37,7 +37,7 @@ func (n *Node) banner(tokens *auth.Tokens) {
 	}
 	if cn := n.clusterNode(); cn != nil {
 		cc := c.Cluster
-		fmt.Fprintf(w, "  cluster\t%s as %s (node %d), etcd %s\n", cc.Name, cn.Name(), cn.ID(), n.etcdEndpoints())
+		fmt.Fprintf(w, "  cluster\t%s as %s (node %d), etcd %s\n", cc.Cluster, cn.Name(), cn.ID(), n.etcdEndpoints())
 		if e := n.cluster.etcd; e != nil {
 			fmt.Fprintf(w, "  etcd\t%s (embedded, data in %s)\n", e.Endpoint(), filepath.Join(c.DataDir, "etcd"))
 		}
@@ -71,7 +71,7 @@ func (n *Node) banner(tokens *auth.Tokens) {
 }
 
 func (n *Node) etcdEndpoints() string {
-	if eps := n.cfg.Cluster.EtcdEndpoints(); len(eps) > 0 {
+	if eps := n.cfg.Cluster.Endpoints; len(eps) > 0 {
 		return strings.Join(eps, ",")
 	}
 	if e := n.cluster.etcd; e != nil {

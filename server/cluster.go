@@ -22,19 +22,18 @@ import (
 )
 
 // ClusterConfig joins the node to a cluster (docs/cluster.md). With Name
-// empty the node runs alone.
+// empty the node runs alone. It is cluster.Options, whose fields with a
+// YAML name (and those of its Replication, replicate.Options) are the
+// section's settings and whose defaults are the section's, and the
+// settings only the server has: the embedded etcd, the token file, the
+// advertised addresses and the Redis front end's reach. The fields of
+// cluster.Options without a YAML name are set by the server at start
+// (Token, TransferListen, Budget, Logger) or left to their defaults.
 type ClusterConfig struct {
-	// Name of the cluster to join. Empty: no cluster.
-	Name string `yaml:"name"`
-	// NodeName identifies this node across restarts (it keeps its node id
-	// and so its place in the index). Default: the host name. Nodes
-	// sharing a host need names of their own.
-	NodeName string `yaml:"node_name"`
-	// Etcd is the comma-separated list of etcd client URLs.
-	Etcd string `yaml:"etcd"`
+	cluster.Options `yaml:",inline"`
 	// EtcdEmbedded starts a single-member etcd inside this node, for a dev
-	// cluster: the other nodes set etcd to its URL. When Etcd is empty the
-	// node uses it itself.
+	// cluster: the other nodes set etcd to its URL. When Endpoints is
+	// empty the node uses it itself.
 	EtcdEmbedded bool `yaml:"etcd_embedded"`
 	// EtcdEmbeddedListen is the embedded etcd's client host:port. Default
 	// 127.0.0.1:2379.
@@ -43,11 +42,13 @@ type ClusterConfig struct {
 	EtcdEmbeddedPeerListen string `yaml:"etcd_embedded_peer_listen"`
 	// TokenFile holds the cluster token that nodes present to each other
 	// (internal API and transfer service), that signs their records in
-	// etcd, and from which the embedded etcd's root password is derived.
-	// Required when a listener (the embedded etcd's included) is off
-	// loopback, and whenever auth.tokens_file is set. Otherwise a token
-	// derived from the cluster's name is used: it is no secret, and fits
-	// only a dev cluster on one host with authentication off.
+	// etcd, and from which the embedded etcd's root password is derived;
+	// the server reads it into Options.Token at start, so the token itself
+	// is in no config dump. Required when a listener (the embedded etcd's
+	// included) is off loopback, and whenever auth.tokens_file is set.
+	// Otherwise a token derived from the cluster's name is used: it is no
+	// secret, and fits only a dev cluster on one host with authentication
+	// off.
 	TokenFile string `yaml:"token_file"`
 	// AdvertiseHTTP, AdvertiseTransfer and AdvertiseRESP are the addresses
 	// other nodes reach this one at. Default: the bound listen addresses,
@@ -55,37 +56,19 @@ type ClusterConfig struct {
 	AdvertiseHTTP     string `yaml:"advertise_http"`
 	AdvertiseTransfer string `yaml:"advertise_transfer"`
 	AdvertiseRESP     string `yaml:"advertise_resp"`
-	// LeaseTTL is how long a silent node stays a member, and so how soon
-	// a dead node or leader is noticed. Default 10s.
-	LeaseTTL time.Duration `yaml:"lease_ttl"`
-	// ReportInterval is how often the node tells the leader what changed
-	// in its store. Default 200ms.
-	ReportInterval time.Duration `yaml:"report_interval"`
 	// RESPLocalOnly keeps the Redis front end to the keys set through this
 	// node. Default false: a read of a key this node lacks asks every other
 	// member, one round trip each, concurrently (docs/cluster.md).
 	RESPLocalOnly bool `yaml:"resp_local_only"`
-	// Admit says whether a block read from another node is also stored
-	// here: always, second-hit (default: fetched twice recently) or never.
-	Admit string `yaml:"admit"`
-	// MaxFetchBytes bounds the bytes of blocks being fetched from other
-	// nodes at once. Default 256MiB.
-	MaxFetchBytes ByteSize `yaml:"max_fetch_bytes"`
-	// MaxPending bounds the changes waiting to be reported; past it the
-	// node sends its full state instead. Default 65536.
-	MaxPending int `yaml:"max_pending"`
-	// HotHits is the hits per window at which a block gains a replica.
-	// Default 32.
-	HotHits int `yaml:"hot_hits"`
-	// MaxReplicas caps the replicas heat alone gives a block. Default 8.
-	MaxReplicas int `yaml:"max_replicas"`
-	// HeatWindow is how far back heat looks. Default 60s.
-	HeatWindow time.Duration `yaml:"heat_window"`
 }
 
 // Enabled reports whether the node joins a cluster.
-func (c *ClusterConfig) Enabled() bool { return c.Name != "" }
+func (c *ClusterConfig) Enabled() bool { return c.Cluster != "" }
 
+// ensureDefaults fills the zero settings of a node that joins a cluster
+// with cluster.Options' defaults (replicate.Options' among them), and the
+// server's own. The code-only fields it fills too are the ones the node
+// would default to; the logger is left to the server.
 func (c *ClusterConfig) ensureDefaults() {
 	if !c.Enabled() {
 		return
@@ -99,67 +82,29 @@ func (c *ClusterConfig) ensureDefaults() {
 	if c.EtcdEmbeddedPeerListen == "" {
 		c.EtcdEmbeddedPeerListen = "127.0.0.1:2380"
 	}
-	// The node's and the replication core's defaults, set in their
-	// packages' EnsureDefaults.
-	var d cluster.Options
-	d.EnsureDefaults()
-	r := d.Replication
-	r.EnsureDefaults()
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = d.LeaseTTL
-	}
-	if c.ReportInterval == 0 {
-		c.ReportInterval = d.ReportInterval
-	}
-	if c.Admit == "" {
-		c.Admit = d.Admit
-	}
-	if c.MaxFetchBytes == 0 {
-		c.MaxFetchBytes = ByteSize(d.MaxFetchBytes)
-	}
-	if c.MaxPending == 0 {
-		c.MaxPending = d.MaxPending
-	}
-	if c.HotHits == 0 {
-		c.HotHits = int(r.HotHits)
-	}
-	if c.MaxReplicas == 0 {
-		c.MaxReplicas = r.MaxReplicas
-	}
-	if c.HeatWindow == 0 {
-		c.HeatWindow = r.Window
-	}
-}
-
-// EtcdEndpoints returns the etcd URLs of Etcd.
-func (c *ClusterConfig) EtcdEndpoints() []string {
-	var out []string
-	for _, s := range strings.Split(c.Etcd, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
+	logger := c.Logger
+	c.Options.EnsureDefaults()
+	c.Logger = logger
 }
 
 func (c *Config) validateCluster(bad func(field, format string, args ...any)) {
 	cc := &c.Cluster
 	if !cc.Enabled() {
-		if cc.EtcdEmbedded || cc.Etcd != "" {
+		if cc.EtcdEmbedded || len(cc.Endpoints) > 0 {
 			bad("cluster.name", "required with cluster.etcd or cluster.etcd_embedded (--cluster NAME)")
 		}
 		return
 	}
-	if !cluster.ValidName(cc.Name) {
-		bad("cluster.name", "%q: want 1 to 63 letters, digits, '.', '_' or '-'", cc.Name)
+	if !cluster.ValidName(cc.Cluster) {
+		bad("cluster.name", "%q: want 1 to 63 letters, digits, '.', '_' or '-'", cc.Cluster)
 	}
 	if !cluster.ValidName(cc.NodeName) {
 		bad("cluster.node_name", "%q: want 1 to 63 letters, digits, '.', '_' or '-' (set --node-name)", cc.NodeName)
 	}
-	if len(cc.EtcdEndpoints()) == 0 && !cc.EtcdEmbedded {
+	if len(cc.Endpoints) == 0 && !cc.EtcdEmbedded {
 		bad("cluster.etcd", "required: etcd client URLs (--etcd http://h1:2379,...), or cluster.etcd_embedded (--etcd-embedded) for a dev cluster")
 	}
-	for _, u := range cc.EtcdEndpoints() {
+	for _, u := range cc.Endpoints {
 		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 			bad("cluster.etcd", "%q: want a URL like http://127.0.0.1:2379", u)
 		}
@@ -215,7 +160,7 @@ func (c *Config) validateCluster(bad func(field, format string, args ...any)) {
 	for _, d := range []struct {
 		field string
 		v     time.Duration
-	}{{"cluster.lease_ttl", cc.LeaseTTL}, {"cluster.report_interval", cc.ReportInterval}, {"cluster.heat_window", cc.HeatWindow}} {
+	}{{"cluster.lease_ttl", cc.LeaseTTL}, {"cluster.report_interval", cc.ReportInterval}, {"cluster.heat_window", cc.Replication.Window}} {
 		if d.v <= 0 {
 			bad(d.field, "%v: want a positive duration", d.v)
 		}
@@ -226,11 +171,11 @@ func (c *Config) validateCluster(bad func(field, format string, args ...any)) {
 	if cc.MaxPending < 1 {
 		bad("cluster.max_pending", "%d: must be positive", cc.MaxPending)
 	}
-	if cc.HotHits < 1 {
-		bad("cluster.hot_hits", "%d: must be positive", cc.HotHits)
+	if cc.Replication.HotHits < 1 {
+		bad("cluster.hot_hits", "%d: must be positive", cc.Replication.HotHits)
 	}
-	if cc.MaxReplicas < 1 || cc.MaxReplicas > 255 {
-		bad("cluster.max_replicas", "%d: want 1 to 255", cc.MaxReplicas)
+	if r := cc.Replication.MaxReplicas; r < 1 || r > 255 {
+		bad("cluster.max_replicas", "%d: want 1 to 255", r)
 	}
 }
 
@@ -256,7 +201,7 @@ func (c *Config) allLoopback() bool {
 // tenants' authentication off).
 func (c *Config) clusterToken() (string, error) {
 	if c.Cluster.TokenFile == "" {
-		return "yuebing-dev-cluster/" + c.Cluster.Name, nil
+		return "yuebing-dev-cluster/" + c.Cluster.Cluster, nil
 	}
 	b, err := os.ReadFile(c.Cluster.TokenFile)
 	if err != nil {
@@ -285,39 +230,30 @@ func newCluster(cfg Config, store *tier.Hierarchy, n *Node) (*clusterParts, erro
 		return nil, err
 	}
 	parts := &clusterParts{}
-	endpoints := cc.EtcdEndpoints()
+	ropts := cc.Options
+	ropts.Token, ropts.TransferListen = token, cfg.Transfer.Listen
+	ropts.Budget, ropts.Logger = n.budget.User(budgetCluster), n.log
 	// With a real token the embedded etcd requires a root login whose
 	// password the token gives, and every node logs in so (an etcd
 	// without authentication lets the login pass). The dev token is
 	// public: a password from it would protect nothing.
-	var etcdUser, etcdPassword string
 	if cc.TokenFile != "" {
-		etcdUser, etcdPassword = "root", cluster.EtcdPassword(token)
+		ropts.EtcdUsername, ropts.EtcdPassword = "root", cluster.EtcdPassword(token)
 	}
 	if cc.EtcdEmbedded {
 		e, err := cluster.StartEmbedded(cluster.EmbedOptions{
 			Dir: filepath.Join(cfg.DataDir, "etcd"), Name: cc.NodeName,
 			ClientListen: cc.EtcdEmbeddedListen, PeerListen: cc.EtcdEmbeddedPeerListen,
-			RootPassword: etcdPassword,
+			RootPassword: ropts.EtcdPassword,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("server: cluster.etcd_embedded: %w", err)
 		}
 		parts.etcd = e
-		if len(endpoints) == 0 {
-			endpoints = []string{e.Endpoint()}
+		if len(ropts.Endpoints) == 0 {
+			ropts.Endpoints = cluster.Endpoints{e.Endpoint()}
 		}
 	}
-	ropts := cluster.Options{
-		Cluster: cc.Name, NodeName: cc.NodeName, Endpoints: endpoints, Token: token,
-		EtcdUsername: etcdUser, EtcdPassword: etcdPassword,
-		TransferListen: cfg.Transfer.Listen, LeaseTTL: cc.LeaseTTL, ReportInterval: cc.ReportInterval,
-		Admit: cc.Admit, MaxFetchBytes: int64(cc.MaxFetchBytes), MaxPending: cc.MaxPending,
-		Budget: n.budget.User(budgetCluster), Logger: n.log,
-	}
-	ropts.Replication.HotHits = uint32(cc.HotHits)
-	ropts.Replication.MaxReplicas = cc.MaxReplicas
-	ropts.Replication.Window = cc.HeatWindow
 	node, err := cluster.New(ropts, store)
 	if err != nil {
 		parts.close()

@@ -45,55 +45,55 @@ func TestClusterConfigValidate(t *testing.T) {
 		}
 	}
 	f("alone", func(c *Config) {})
-	f("embedded dev cluster", func(c *Config) { c.Cluster.Name, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true })
+	f("embedded dev cluster", func(c *Config) { c.Cluster.Cluster, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true })
 	f("external etcd", func(c *Config) {
-		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.Etcd = "prod", "a", "http://h1:2379, http://h2:2379"
+		c.Cluster.Cluster, c.Cluster.NodeName, c.Cluster.Endpoints = "prod", "a", cluster.Endpoints{"http://h1:2379", "http://h2:2379"}
 	})
-	f("etcd without a cluster", func(c *Config) { c.Cluster.Etcd = "http://h1:2379" }, "cluster.name", "--cluster")
-	f("no etcd", func(c *Config) { c.Cluster.Name = "x" }, "cluster.etcd", "--etcd-embedded")
+	f("etcd without a cluster", func(c *Config) { c.Cluster.Endpoints = cluster.Endpoints{"http://h1:2379"} }, "cluster.name", "--cluster")
+	f("no etcd", func(c *Config) { c.Cluster.Cluster = "x" }, "cluster.etcd", "--etcd-embedded")
 	f("bad names and URL", func(c *Config) {
-		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.Etcd = "a/b", "no spaces", "h1:2379"
+		c.Cluster.Cluster, c.Cluster.NodeName, c.Cluster.Endpoints = "a/b", "no spaces", cluster.Endpoints{"h1:2379"}
 	}, "cluster.name", "cluster.node_name", "cluster.etcd", "http://")
 	f("no transfer listener", func(c *Config) {
-		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
+		c.Cluster.Cluster, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
 		c.Transfer.Listen = ""
 	}, "transfer.listen")
 	f("public without token or advertise", func(c *Config) {
-		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.Etcd = "prod", "a", "http://h1:2379"
+		c.Cluster.Cluster, c.Cluster.NodeName, c.Cluster.Endpoints = "prod", "a", cluster.Endpoints{"http://h1:2379"}
 		c.HTTP.Listen, c.Transfer.Listen, c.Insecure = "0.0.0.0:8080", "0.0.0.0:7070", true
 	}, "cluster.token_file", "cluster.advertise_http", "cluster.advertise_transfer")
 	f("public with token and advertise", func(c *Config) {
-		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.Etcd = "prod", "a", "http://h1:2379"
+		c.Cluster.Cluster, c.Cluster.NodeName, c.Cluster.Endpoints = "prod", "a", cluster.Endpoints{"http://h1:2379"}
 		c.HTTP.Listen, c.Transfer.Listen, c.Insecure = "0.0.0.0:8080", "0.0.0.0:7070", true
 		c.Cluster.TokenFile, c.Cluster.AdvertiseHTTP, c.Cluster.AdvertiseTransfer = "/etc/t", "10.0.0.1:8080", "10.0.0.1:7070"
 	})
 	// The token derived from the cluster's name is public: with tenants'
 	// tokens on it would open their blocks through the internal API.
 	f("auth without a cluster token", func(c *Config) {
-		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
+		c.Cluster.Cluster, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
 		c.Auth.TokensFile = "/etc/yuebing/tokens.yaml"
 	}, "cluster.token_file", "auth.tokens_file")
 	f("auth with a cluster token", func(c *Config) {
-		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
+		c.Cluster.Cluster, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
 		c.Auth.TokensFile, c.Cluster.TokenFile = "/etc/yuebing/tokens.yaml", "/etc/t"
 	})
 	f("embedded etcd off loopback without a token", func(c *Config) {
-		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
+		c.Cluster.Cluster, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
 		c.Cluster.EtcdEmbeddedListen, c.Cluster.EtcdEmbeddedPeerListen = "0.0.0.0:2379", "10.0.0.1:2380"
 	}, "cluster.etcd_embedded_listen", "cluster.etcd_embedded_peer_listen")
 	f("embedded etcd off loopback with a token", func(c *Config) {
-		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
+		c.Cluster.Cluster, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
 		c.Cluster.EtcdEmbeddedListen, c.Cluster.TokenFile = "0.0.0.0:2379", "/etc/t"
 	})
 	f("bad knobs", func(c *Config) {
-		c.Cluster.Name, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
-		c.Cluster.Admit, c.Cluster.MaxReplicas, c.Cluster.LeaseTTL = "sometimes", 300, -1
+		c.Cluster.Cluster, c.Cluster.NodeName, c.Cluster.EtcdEmbedded = "dev", "a", true
+		c.Cluster.Admit, c.Cluster.Replication.MaxReplicas, c.Cluster.LeaseTTL = "sometimes", 300, -1
 	}, "cluster.admit", "cluster.max_replicas", "cluster.lease_ttl")
 }
 
 func TestClusterToken(t *testing.T) {
 	c := validConfig(t)
-	c.Cluster.Name = "dev"
+	c.Cluster.Cluster = "dev"
 	if tok, err := c.clusterToken(); err != nil || !strings.Contains(tok, "dev") {
 		t.Fatalf("dev token %q, %v", tok, err)
 	}

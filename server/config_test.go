@@ -2,9 +2,12 @@ package server
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -292,13 +295,159 @@ func TestConfigNamesKept(t *testing.T) {
 // cluster.Options and replicate.Options.
 func TestClusterDefaults(t *testing.T) {
 	c := DefaultConfig()
-	c.Cluster.Name = "c1"
+	c.Cluster.Cluster = "c1"
 	c.EnsureDefaults()
 	cc := c.Cluster
 	if cc.LeaseTTL != 10*time.Second || cc.ReportInterval != 200*time.Millisecond || cc.Admit != "second-hit" ||
-		cc.MaxFetchBytes != 256<<20 || cc.MaxPending != 65536 || cc.HotHits != 32 || cc.MaxReplicas != 8 ||
-		cc.HeatWindow != time.Minute || cc.EtcdEmbeddedListen != "127.0.0.1:2379" || cc.EtcdEmbeddedPeerListen != "127.0.0.1:2380" {
+		cc.MaxFetchBytes != 256<<20 || cc.MaxPending != 65536 || cc.Replication.HotHits != 32 || cc.Replication.MaxReplicas != 8 ||
+		cc.Replication.Window != time.Minute || cc.EtcdEmbeddedListen != "127.0.0.1:2379" || cc.EtcdEmbeddedPeerListen != "127.0.0.1:2380" {
 		t.Fatalf("cluster defaults: %+v", cc)
+	}
+	if cc.Logger != nil {
+		t.Fatal("the section's defaults set the node's logger, which is the server's to give")
+	}
+	// A node that runs alone prints no cluster defaults.
+	c = DefaultConfig()
+	c.EnsureDefaults()
+	if c.Cluster.LeaseTTL != 0 || c.Cluster.Replication.HotHits != 0 {
+		t.Fatalf("defaults of a node alone: %+v", c.Cluster)
+	}
+}
+
+// TestClusterNamesKept: every setting of the cluster section keeps its
+// YAML name, its variable and its flag, with the meaning it had, now that
+// the section is cluster.Options and replicate.Options; the token read
+// from token_file is in no dump.
+func TestClusterNamesKept(t *testing.T) {
+	names := map[string]bool{}
+	for _, n := range EnvNames() {
+		names[n] = true
+	}
+	settings := strings.Fields(`name node_name etcd etcd_embedded etcd_embedded_listen etcd_embedded_peer_listen
+		token_file advertise_http advertise_transfer advertise_resp lease_ttl report_interval resp_local_only
+		admit max_fetch_bytes max_pending hot_hits max_replicas heat_window`)
+	for _, n := range settings {
+		if v := "YUEBING_CLUSTER_" + strings.ToUpper(n); !names[v] {
+			t.Errorf("%s is gone", v)
+		}
+	}
+	// No code-only field of the packages' Options became a setting.
+	for n := range names {
+		if strings.HasPrefix(n, "YUEBING_CLUSTER_") && !slices.Contains(settings, strings.ToLower(strings.TrimPrefix(n, "YUEBING_CLUSTER_"))) {
+			t.Errorf("%s is new: a code-only option became a setting", n)
+		}
+	}
+
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	const token = "s3cret-cluster-token-0123456789"
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "c.yaml")
+	os.WriteFile(file, []byte(`cluster:
+  name: prod
+  node_name: cache-7
+  etcd: http://h1:2379, http://h2:2379
+  token_file: `+tokenFile+`
+  advertise_http: 10.0.0.7:8080
+  lease_ttl: 4s
+  report_interval: 100ms
+  admit: always
+  max_fetch_bytes: 512MiB
+  max_pending: 99
+  hot_hits: 5
+  max_replicas: 3
+  heat_window: 30s
+  resp_local_only: true
+`), 0o600)
+	var c Config
+	if err := c.LoadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	cc := c.Cluster
+	if cc.Cluster != "prod" || cc.NodeName != "cache-7" || !slices.Equal(cc.Endpoints, []string{"http://h1:2379", "http://h2:2379"}) ||
+		cc.TokenFile != tokenFile || cc.AdvertiseHTTP != "10.0.0.7:8080" || cc.LeaseTTL != 4*time.Second ||
+		cc.ReportInterval != 100*time.Millisecond || cc.Admit != "always" || cc.MaxFetchBytes != 512<<20 || cc.MaxPending != 99 ||
+		cc.Replication.HotHits != 5 || cc.Replication.MaxReplicas != 3 || cc.Replication.Window != 30*time.Second || !cc.RESPLocalOnly {
+		t.Fatalf("cluster section from the file: %+v", cc)
+	}
+	// A YAML list of endpoints reads as the comma-separated one does.
+	os.WriteFile(file, []byte("cluster:\n  etcd: [http://h1:2379, http://h2:2379]\n"), 0o600)
+	var l Config
+	if err := l.LoadFile(file); err != nil || !slices.Equal(l.Cluster.Endpoints, cc.Endpoints) {
+		t.Fatalf("etcd as a YAML list: %v %v", l.Cluster.Endpoints, err)
+	}
+
+	var e Config
+	if _, err := e.ApplyEnv([]string{"YUEBING_CLUSTER_NAME=dev", "YUEBING_CLUSTER_ETCD=http://a:2379,http://b:2379",
+		"YUEBING_CLUSTER_HOT_HITS=7", "YUEBING_CLUSTER_HEAT_WINDOW=2m", "YUEBING_CLUSTER_MAX_FETCH_BYTES=1GiB", "YUEBING_CLUSTER_TOKEN_FILE=/t"}); err != nil {
+		t.Fatal(err)
+	}
+	if e.Cluster.Cluster != "dev" || !slices.Equal(e.Cluster.Endpoints, []string{"http://a:2379", "http://b:2379"}) || e.Cluster.Replication.HotHits != 7 ||
+		e.Cluster.Replication.Window != 2*time.Minute || e.Cluster.MaxFetchBytes != 1<<30 || e.Cluster.TokenFile != "/t" {
+		t.Fatalf("cluster section from the environment: %+v", e.Cluster)
+	}
+	if _, err := e.ApplyEnv([]string{"YUEBING_CLUSTER_HOT_HITS=-1"}); err == nil || !strings.Contains(err.Error(), "YUEBING_CLUSTER_HOT_HITS") {
+		t.Fatalf("negative hot_hits: %v", err)
+	}
+
+	// The flags set the same fields, over the file and the environment.
+	var fc Config
+	f := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	flags := BindConfigFlags(f, &fc)
+	os.WriteFile(file, []byte("cluster:\n  name: fromfile\n  etcd: http://file:2379\n  lease_ttl: 3s\n  hot_hits: 9\n"), 0o600)
+	if err := f.Parse([]string{"--config", file, "--cluster", "fromflag", "--etcd", "http://f1:2379,http://f2:2379", "--node-name", "n1",
+		"--cluster-token-file", tokenFile, "--cluster-admit", "never", "--resp-local-only", "--etcd-embedded", "--etcd-embedded-listen", "127.0.0.1:3379",
+		"--advertise-transfer", "10.0.0.7:7070", "--advertise-resp", "10.0.0.7:6380"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := flags.Load([]string{"YUEBING_CLUSTER_LEASE_TTL=6s"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	cc = fc.Cluster
+	if cc.Cluster != "fromflag" || !slices.Equal(cc.Endpoints, []string{"http://f1:2379", "http://f2:2379"}) || cc.NodeName != "n1" ||
+		cc.TokenFile != tokenFile || cc.Admit != "never" || !cc.RESPLocalOnly || !cc.EtcdEmbedded || cc.EtcdEmbeddedListen != "127.0.0.1:3379" ||
+		cc.AdvertiseTransfer != "10.0.0.7:7070" || cc.AdvertiseRESP != "10.0.0.7:6380" || cc.LeaseTTL != 6*time.Second || cc.Replication.HotHits != 9 {
+		t.Fatalf("cluster section from flags over file and environment: %+v", cc)
+	}
+
+	// The dump names the token file and reads back; the token is the
+	// server's to read at start and is printed nowhere.
+	fc.DataDir, fc.DRAM.Capacity, fc.SSD.Capacity = dir, 64<<20, 256<<20
+	fc.EnsureDefaults()
+	if err := fc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := fc.clusterToken()
+	if err != nil || tok != token {
+		t.Fatalf("token %q, %v", tok, err)
+	}
+	out, err := fc.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), token) || strings.Contains(fmt.Sprintf("%+v", fc), token) || !strings.Contains(string(out), tokenFile) {
+		t.Fatalf("the dump holds the token, or does not name its file:\n%s", out)
+	}
+	var dump struct {
+		Cluster map[string]any `yaml:"cluster"`
+	}
+	if err := yaml.Unmarshal(out, &dump); err != nil {
+		t.Fatal(err)
+	}
+	for k := range dump.Cluster {
+		if !slices.Contains(settings, k) {
+			t.Errorf("code-only option cluster.%s printed:\n%s", k, out)
+		}
+	}
+	var back Config
+	if err := yaml.Unmarshal(out, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(back.Cluster.Endpoints, fc.Cluster.Endpoints) || back.Cluster.MaxFetchBytes != fc.Cluster.MaxFetchBytes ||
+		back.Cluster.Replication.Window != fc.Cluster.Replication.Window || back.Cluster.Cluster != "fromflag" {
+		t.Fatalf("cluster section does not read back:\n%s", out)
 	}
 }
 

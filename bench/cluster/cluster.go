@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/client"
 	"github.com/yuebing/yuebing/cluster"
+	"github.com/yuebing/yuebing/replicate"
 	"github.com/yuebing/yuebing/server"
 )
 
@@ -125,6 +127,11 @@ func (o *Options) Validate() error {
 	}
 	if o.Routing != RoutePrefix && o.Routing != RouteRoundRobin {
 		errs = append(errs, fmt.Errorf("bench: cluster: routing %q: want %q or %q", o.Routing, RoutePrefix, RouteRoundRobin))
+	}
+	// The replication core takes hot hits as a uint32: a negative count
+	// must not wrap into a huge one.
+	if o.HotHits < 0 || int64(o.HotHits) > math.MaxUint32 || o.MaxReplicas < 0 || o.Window < 0 {
+		errs = append(errs, fmt.Errorf("bench: cluster: hot hits %d, max replicas %d and window %v must not be negative (0: the core's defaults)", o.HotHits, o.MaxReplicas, o.Window))
 	}
 	for _, r := range o.Ranks {
 		if r < 1 || r > 4096 {
@@ -249,12 +256,12 @@ func startBenchCluster(o *Options, admit string) (*benchCluster, error) {
 		cfg.Conductor.Enabled = false
 		cfg.Banner = io.Discard
 		cfg.Logger = slog.New(slog.DiscardHandler)
-		cfg.Cluster = server.ClusterConfig{
-			Name: "bench", NodeName: fmt.Sprintf("node%d", i), Etcd: bc.etcd.Endpoint(),
+		cfg.Cluster = server.ClusterConfig{Options: cluster.Options{
+			Cluster: "bench", NodeName: fmt.Sprintf("node%d", i), Endpoints: cluster.Endpoints{bc.etcd.Endpoint()},
 			ReportInterval: 50 * time.Millisecond, Admit: admit,
-			HotHits: o.HotHits, MaxReplicas: o.MaxReplicas, HeatWindow: o.Window,
 			MaxFetchBytes: server.ByteSize(max(256<<20, o.GetSize)),
-		}
+			Replication:   replicate.Options{HotHits: uint32(o.HotHits), MaxReplicas: o.MaxReplicas, Window: o.Window},
+		}}
 		n, err := server.Start(cfg)
 		if err != nil {
 			bc.close()
