@@ -3,7 +3,8 @@
     python3 -m yuebing.bench --url http://127.0.0.1:8080 [--json] [--quick]
 
 For each value size (64 KiB, 1 MiB, 4 MiB by default) it times
-MooncakeDistributedStore.get_into and put_from over shared memory (path
+MooncakeDistributedStore.get_into, batch_get_into (the same bytes as four
+values of a quarter of the size) and put_from over shared memory (path
 "shm": buffers registered by address, moved through the staging segment;
 path "registered": memory from MooncakeHostMemAllocator, which the node maps
 and writes itself) and over the socket, and, as the baselines of the same
@@ -30,6 +31,9 @@ import time
 from .mooncake import MooncakeDistributedStore, MooncakeHostMemAllocator
 
 _REQ = struct.Struct("<cQ")  # op (G or P), length
+# Values per batch_get_into call: its rows move the same bytes as a
+# get_into of the size, in BATCH values.
+BATCH = 4
 
 
 def _raw_server(ln: socket.socket, biggest: int) -> None:
@@ -144,6 +148,7 @@ def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.s
             print(f"bench: {_fmt_size(size)}: {rounds} rounds of {iters} calls per contender", file=progress)
             copy = lambda: ctypes.memmove(pd, ps, size)  # noqa: E731
             gets = {"raw": lambda: raw.get(mdst), "memcpy": copy}
+            batches = {"raw": lambda: raw.get(mdst), "memcpy": copy}
             puts = {"raw": lambda: raw.put(msrc), "memcpy": copy}
             seq = iter(range(1 << 62))
             for path, (s, src_p, dst_p) in paths.items():
@@ -162,11 +167,28 @@ def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.s
                     if rc != 0:
                         raise SystemExit(f"bench: put_from returned {rc}")
 
-                gets[path], puts[path] = get, put
+                # batch_get_into: the same bytes as BATCH values of a
+                # BATCH-th of the size each, into consecutive ranges.
+                part = size // BATCH
+                bkeys = [f"batch-{path}-{size}-{i}" for i in range(BATCH)]
+                for i, k in enumerate(bkeys):
+                    if s.put_from(k, src_p + i * part, part) != 0:
+                        raise SystemExit("bench: put_from failed")
+
+                def batch(s=s, bkeys=bkeys, dst_p=dst_p, part=part):
+                    got = s.batch_get_into(bkeys, [dst_p + i * part for i in range(BATCH)], [part] * BATCH)
+                    if got != [part] * BATCH:
+                        raise SystemExit(f"bench: batch_get_into returned {got}")
+
+                gets[path], puts[path], batches[path] = get, put, batch
             results = {"get_into": _race(gets, iters, rounds)}
             for _, src_p, dst_p in paths.values():
                 if ctypes.string_at(dst_p, size) != ctypes.string_at(src_p, size):
                     raise SystemExit("bench: get_into read back other bytes")
+            results["batch_get_into"] = _race(batches, iters, rounds)
+            for _, src_p, dst_p in paths.values():
+                if ctypes.string_at(dst_p, size) != ctypes.string_at(src_p, size):
+                    raise SystemExit("bench: batch_get_into read back other bytes")
             results["put_from"] = _race(puts, iters, rounds)
             for s in stores.values():
                 s.remove_all()  # keeps the node's memory for the next size
@@ -175,7 +197,7 @@ def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.s
                     gbps = size / t[path] / 1e9
                     row = {"name": f"{op}/{_fmt_size(size)}/{path}", "op": op, "size": size, "path": path,
                            "calls": iters * rounds, "us_per_call": round(t[path] * 1e6, 1), "gbps": round(gbps, 3),
-                           "baseline": "raw socket " + ("recv_into" if op == "get_into" else "sendall"),
+                           "baseline": "raw socket " + ("sendall" if op == "put_from" else "recv_into"),
                            "baseline_gbps": round(size / t["raw"] / 1e9, 3), "ratio": round(t["raw"] / t[path], 3)}
                     row["vs_memcpy"] = round(t["memcpy"] / t[path], 3)
                     if path != "socket" and "socket" in stores:
@@ -194,11 +216,11 @@ def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.s
 
 
 def _table(rows: list[dict]) -> str:
-    head = f"{'name':<28} {'us/call':>9} {'GB/s':>7} {'raw GB/s':>9} {'ratio':>6} {'vs memcpy':>9} {'vs socket':>9}"
+    head = f"{'name':<34} {'us/call':>9} {'GB/s':>7} {'raw GB/s':>9} {'ratio':>6} {'vs memcpy':>9} {'vs socket':>9}"
     lines = [head]
     for r in rows:
         vs = f"{r['vs_socket_path']:.2f}x" if "vs_socket_path" in r else ""
-        lines.append(f"{r['name']:<28} {r['us_per_call']:>9.1f} {r['gbps']:>7.2f} {r['baseline_gbps']:>9.2f} "
+        lines.append(f"{r['name']:<34} {r['us_per_call']:>9.1f} {r['gbps']:>7.2f} {r['baseline_gbps']:>9.2f} "
                      f"{r['ratio']:>5.2f}x {r['vs_memcpy']:>8.2f}x {vs:>9}")
     return "\n".join(lines)
 
