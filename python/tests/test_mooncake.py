@@ -356,6 +356,30 @@ class MooncakeTest(unittest.TestCase):
         self.assertEqual(self.s.put_from_with_metadata("n", self.ptr, ctypes.addressof(unreg), 7, 4), INVALID)
         self.assertEqual(self.s.is_exist("n"), 0)
 
+    def test_sessions(self):
+        data = pattern(3, 10000)
+        self.assertEqual(self.s.put("g", data), 0)
+        self.assertEqual(self.s.batch_get_session_start(["g", "missing", 7]), [0, NOT_FOUND, INVALID])
+        p = self.ptr
+        got = self.s.batch_get_into_multi_buffer_ranges(
+            ["g", "missing", "g"], [[p, p + 100], [p + 200], [p + 300]], [[10, 10], [5], [1]], [[0, 9990], [0], [10000]])
+        self.assertEqual(got, [20, INVALID, INVALID])  # no session; a range past the end
+        self.assertEqual(ctypes.string_at(p, 10), data[:10])
+        self.assertEqual(ctypes.string_at(p + 100, 10), data[9990:])
+        self.assertEqual(self.s.batch_get_session_end(["g"]), 0)
+        self.assertEqual(self.s.batch_get_into_multi_buffer_ranges(["g"], [[p]], [[10]], [[0]]), [INVALID])
+
+        ctypes.memmove(p, b"0123456789", 10)
+        self.assertEqual(self.s.batch_put_session_start(["s1", "s2", "s3"], [8, 4, 0]), [0, 0, INVALID])
+        got = self.s.batch_put_from_multi_buffer_ranges(
+            ["s1", "s2", "none"], [[p, p + 5], [p + 6], [p]], [[4, 4], [4], [1]], [[4, 0], [1], [0]])
+        self.assertEqual(got, [8, INVALID, INVALID])  # s2: 4 bytes at offset 1 run past its 4
+        self.assertEqual(self.s.is_exist("s1"), 0)  # not readable before the end
+        self.assertEqual(self.s.batch_put_session_revoke(["s2", "s2"]), [0, INVALID])
+        self.assertEqual(self.s.batch_put_session_end(["s1", "s2"]), [0, INVALID])
+        self.assertEqual(self.s.get("s1"), b"56780123")
+        self.assertEqual(self.s.is_exist("s2"), 0)
+
     def test_remove_by_regex(self):
         keys = ["req1_tp_0", "req1_tp_1", "req2_tp_0", "other", "x.y", "xzy"]
         self.assertEqual(self.s.put_batch(keys, [b"v"] * len(keys)), 0)

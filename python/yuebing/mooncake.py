@@ -300,6 +300,8 @@ class MooncakeDistributedStore:
         self._hostname = ""
         self._buffers: dict[int, int] = {}  # registered address -> size
         self._pins: dict[str, str] = {}  # key -> context id of its soft pin
+        self._get_sessions: set[str] = set()  # keys of open get sessions
+        self._put_sessions: dict[str, tuple[bytearray, ReplicateConfig | None]] = {}  # key -> (bytes, config)
         self._lock = threading.Lock()
 
     # -- setup ------------------------------------------------------------
@@ -942,6 +944,158 @@ class MooncakeDistributedStore:
                 for i in pending:
                     out[i] = _code(e)
         return [int(x) for x in out]
+
+    # -- sessions -------------------------------------------------------------
+    #
+    # Mooncake's sessions split a batch into a start (the master is asked
+    # once), ranged transfers, and an end. A get session here checks the
+    # keys at its start and reads ranges with the node's ranged reads; a
+    # put session assembles each object in this process's memory, since a
+    # yuebing object is written in one put, and stores them at its end:
+    # until then no reader sees them, as in Mooncake.
+
+    def batch_get_session_start(self, keys) -> list[int]:
+        """Opens a get session for each key: 0, or OBJECT_NOT_FOUND (or
+        another negative code) for a key that cannot be read."""
+        keys = list(keys)
+        out = [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        good = [i for i, k in enumerate(keys) if _key_ok(k)]
+        if good:
+            try:
+                ex = self._client().exists_many([keys[i] for i in good])
+                for i, e in zip(good, ex):
+                    out[i] = 0 if e else int(ErrorCode.OBJECT_NOT_FOUND)
+            except YuebingError as e:
+                for i in good:
+                    out[i] = int(_code(e))
+        with self._lock:
+            for k, c in zip(keys, out):
+                if c == 0:
+                    self._get_sessions.add(k)
+                elif isinstance(k, str):
+                    self._get_sessions.discard(k)
+        return out
+
+    def batch_get_into_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes, all_src_offsets) -> list[int]:
+        """Reads, for each key of an open get session, sizes[j] bytes from
+        offset src_offsets[j] of the object into buffer j: the bytes read
+        per key, or a negative code (INVALID_PARAMS without a session, for
+        a shape that does not match or a range past the object's end)."""
+        keys, ptrs, sizes, offs = list(keys), list(all_buffer_ptrs), list(all_sizes), list(all_src_offsets)
+        bad = int(ErrorCode.INVALID_PARAMS)
+        out = [bad] * len(keys)
+        if not (len(keys) == len(ptrs) == len(sizes) == len(offs)):
+            return out
+        with self._lock:
+            open_ = set(self._get_sessions)
+        flat_k, flat_p, flat_n, flat_f, owner = [], [], [], [], []
+        for i, k in enumerate(keys):
+            p, n, f = ptrs[i], sizes[i], offs[i]
+            if k not in open_ or not (_len(p) == _len(n) == _len(f)) or _len(p) <= 0 or \
+                    any(not isinstance(x, int) or x < 0 for x in list(n) + list(f)):
+                continue
+            out[i] = 0
+            for pj, nj, fj in zip(p, n, f):
+                if nj == 0:
+                    continue
+                flat_k.append(k)
+                flat_p.append(pj)
+                flat_n.append(nj)
+                flat_f.append(fj)
+                owner.append(i)
+        if flat_k:
+            for i, r in zip(owner, self._gets(flat_k, flat_p, flat_n, flat_f)):
+                if out[i] < 0:
+                    continue
+                out[i] = r if r < 0 else out[i] + r
+        return out
+
+    def batch_get_session_end(self, keys) -> int:
+        """Closes the keys' get sessions; 0."""
+        with self._lock:
+            for k in keys:
+                self._get_sessions.discard(k)
+        return 0
+
+    def batch_put_session_start(self, keys, sizes, config: ReplicateConfig | None = None) -> list[int]:
+        """Opens a put session for each key, an object of sizes[i] bytes
+        that no reader sees until batch_put_session_end: 0, or
+        INVALID_PARAMS (a bad key, a size of 0 or over the node's block
+        limit, lists that do not match)."""
+        keys, sizes = list(keys), list(sizes)
+        bad = int(ErrorCode.INVALID_PARAMS)
+        if len(keys) != len(sizes) or self._put_error(config):
+            return [bad] * len(keys)
+        out = []
+        with self._lock:
+            for k, n in zip(keys, sizes):
+                if not _key_ok(k) or not isinstance(n, int) or not 0 < n <= self.MAX_SESSION_OBJECT:
+                    out.append(bad)
+                    continue
+                self._put_sessions[k] = (bytearray(n), config)
+                out.append(0)
+        return out
+
+    # The largest object a put session assembles: the node's default
+    # limits.max_block_size, which refuses anything larger at the end.
+    MAX_SESSION_OBJECT = 256 << 20
+
+    def batch_put_from_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes, all_dst_offsets) -> list[int]:
+        """Copies, for each key of an open put session, sizes[j] bytes of
+        registered buffer j to offset dst_offsets[j] of the object: the
+        bytes copied per key, or INVALID_PARAMS (no session, a shape that
+        does not match, a range past the object's end or outside
+        registered memory: nothing of that key is copied)."""
+        keys, ptrs, sizes, offs = list(keys), list(all_buffer_ptrs), list(all_sizes), list(all_dst_offsets)
+        bad = int(ErrorCode.INVALID_PARAMS)
+        out = [bad] * len(keys)
+        if not (len(keys) == len(ptrs) == len(sizes) == len(offs)):
+            return out
+        for i, k in enumerate(keys):
+            with self._lock:
+                sess = self._put_sessions.get(k) if isinstance(k, str) else None
+            p, n, f = ptrs[i], sizes[i], offs[i]
+            if sess is None or not (_len(p) == _len(n) == _len(f)) or _len(p) <= 0:
+                continue
+            obj = sess[0]
+            try:
+                views = [(self._view(pj, nj), fj) for pj, nj, fj in zip(p, n, f) if nj != 0]
+            except YuebingError:
+                continue
+            if any(not isinstance(fj, int) or fj < 0 or fj + len(v) > len(obj) for v, fj in views):
+                continue
+            for v, fj in views:
+                obj[fj:fj + len(v)] = v
+            out[i] = sum(len(v) for v, _ in views)
+        return out
+
+    def batch_put_session_end(self, keys) -> list[int]:
+        """Stores each key's assembled object and closes its session: 0 or
+        a negative code per key (INVALID_PARAMS without a session)."""
+        keys = list(keys)
+        out = [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        groups: dict[int, tuple[ReplicateConfig | None, list[int], list[bytearray]]] = {}
+        with self._lock:
+            for i, k in enumerate(keys):
+                sess = self._put_sessions.pop(k, None) if isinstance(k, str) else None
+                if sess is not None:
+                    g = groups.setdefault(id(sess[1]), (sess[1], [], []))
+                    g[1].append(i)
+                    g[2].append(sess[0])
+        for config, idx, vals in groups.values():
+            for i, c in zip(idx, self._put_values([keys[i] for i in idx], vals, config)):
+                out[i] = c
+        return out
+
+    def batch_put_session_revoke(self, keys) -> list[int]:
+        """Drops the keys' put sessions, storing nothing: 0 per key, or
+        INVALID_PARAMS for a key without one."""
+        out = []
+        with self._lock:
+            for k in keys:
+                gone = self._put_sessions.pop(k, None) if isinstance(k, str) else None
+                out.append(0 if gone is not None else int(ErrorCode.INVALID_PARAMS))
+        return out
 
     # -- the node writes registered memory itself ------------------------
 
