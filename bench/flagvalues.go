@@ -4,7 +4,15 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/yuebing/yuebing/internal/bytesize"
 )
+
+// ParseSize reads a byte count as the bench flags take it, the way the
+// serve flags and the config file do ("4GiB", "512MiB", "1048576"): K, M,
+// G and KiB, MiB, GiB are powers of 1024, KB, MB, GB powers of 1000. A
+// token count is not a size: see ParseTokenCount.
+func ParseSize(s string) (int64, error) { return bytesize.Parse(s) }
 
 // ParseTokenCount reads a token count as the bench flags take it: a whole
 // number with an optional decimal suffix K, M or G ("3M" is 3,000,000
