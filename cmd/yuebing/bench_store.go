@@ -1,9 +1,6 @@
 package main
 
 import (
-	"strconv"
-	"strings"
-
 	"github.com/yuebing/yuebing/bench/store"
 
 	"github.com/spf13/cobra"
@@ -13,11 +10,8 @@ import (
 
 func newBenchStoreCmd() *cobra.Command {
 	var (
-		o          store.Options
-		asJSON     bool
-		sizes      string
-		goroutines string
-		entries    string
+		sf     store.Flags
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "store",
@@ -31,34 +25,9 @@ ratio) and prefix_match (p50_us, p99_us, bytes_per_entry). --quick runs a
 reduced set in well under a minute.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
-			if sizes != "" {
-				for _, s := range strings.Split(sizes, ",") {
-					n, perr := parseSize(s)
-					if perr != nil || n <= 0 {
-						return usageErrorf("--sizes: %q is not a block size like 64KiB or 1MiB", s)
-					}
-					o.Sizes = append(o.Sizes, n)
-				}
-			}
-			if goroutines != "" {
-				for _, s := range strings.Split(goroutines, ",") {
-					n, perr := strconv.Atoi(strings.TrimSpace(s))
-					if perr != nil || n <= 0 || n > 256 {
-						return usageErrorf("--goroutines: %q is not a count from 1 to 256", s)
-					}
-					o.Goroutines = append(o.Goroutines, n)
-				}
-			}
-			if entries != "" {
-				n, perr := parseTokenCount(entries)
-				if perr != nil || n < 512 || n > 1<<31 {
-					return usageErrorf("--index-entries: %q is not a count from 512 to 2G", entries)
-				}
-				o.IndexEntries = int(n)
-			}
-			if o.Duration < 0 {
-				return usageErrorf("--duration: must not be negative")
+			o, err := sf.Parse()
+			if err != nil {
+				return usageError{err}
 			}
 			o.Progress = bench.NewProgress("store", int64(store.Cases(o)))
 			rep, err := store.Run(cmd.Context(), o)
@@ -71,11 +40,11 @@ reduced set in well under a minute.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
-	f.BoolVar(&o.Quick, "quick", false, "run a reduced set in well under a minute")
-	f.StringVar(&o.Dir, "dir", "", "directory for the SSD cases (default: a temporary directory)")
-	f.DurationVar(&o.Duration, "duration", 0, "time per measurement and per baseline (default 1s, 200ms with --quick)")
-	f.StringVar(&sizes, "sizes", "", "block sizes, comma-separated (default 64KiB,1MiB,16MiB)")
-	f.StringVar(&goroutines, "goroutines", "", "concurrency levels, comma-separated (default 1,2)")
-	f.StringVar(&entries, "index-entries", "", "index size for the prefix match (default 10M, 1M with --quick)")
+	f.BoolVar(&sf.Quick, "quick", false, "run a reduced set in well under a minute")
+	f.StringVar(&sf.Dir, "dir", "", "directory for the SSD cases (default: a temporary directory)")
+	f.DurationVar(&sf.Duration, "duration", 0, "time per measurement and per baseline (default 1s, 200ms with --quick)")
+	f.StringVar(&sf.Sizes, "sizes", "", "block sizes, comma-separated (default 64KiB,1MiB,16MiB)")
+	f.StringVar(&sf.Goroutines, "goroutines", "", "concurrency levels, comma-separated (default 1,2)")
+	f.StringVar(&sf.IndexEntries, "index-entries", "", "index size for the prefix match (default 10M, 1M with --quick)")
 	return cmd
 }
