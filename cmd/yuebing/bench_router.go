@@ -1,8 +1,6 @@
 package main
 
 import (
-	"cmp"
-
 	"github.com/yuebing/yuebing/bench/router"
 
 	"github.com/spf13/cobra"
@@ -12,9 +10,8 @@ import (
 
 func newBenchRouterCmd() *cobra.Command {
 	var (
-		o      router.Options
+		rf     router.Flags
 		asJSON bool
-		quick  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "router",
@@ -31,13 +28,11 @@ p50 over router p50).`,
 		Example: `  yuebing bench router --json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Requests < 0 || o.PromptTokens < 0 {
-				return usageErrorf("--requests and --prompt-tokens must be positive")
+			o, err := rf.Parse()
+			if err != nil {
+				return usageError{err}
 			}
-			if quick {
-				o.Requests = 200
-			}
-			o.Progress = bench.NewProgress("router", 2*int64(cmp.Or(o.Requests, 2000)))
+			o.Progress = bench.NewProgress("router", router.Ticks(o))
 			rep, err := router.Run(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -47,8 +42,8 @@ p50 over router p50).`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
-	f.BoolVar(&quick, "quick", false, "200 requests per path")
-	f.IntVar(&o.Requests, "requests", 2000, "requests per path")
-	f.IntVar(&o.PromptTokens, "prompt-tokens", 2048, "prompt length in tokens")
+	f.BoolVar(&rf.Quick, "quick", false, "200 requests per path")
+	f.IntVar(&rf.Requests, "requests", 2000, "requests per path")
+	f.IntVar(&rf.PromptTokens, "prompt-tokens", 2048, "prompt length in tokens")
 	return cmd
 }
