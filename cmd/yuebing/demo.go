@@ -9,7 +9,7 @@ import (
 )
 
 func newDemoCmd() *cobra.Command {
-	var o demo.Options
+	var df demo.Flags
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a node, engine simulators and the router on this machine, for a first look",
@@ -26,13 +26,12 @@ placeholder tokens, timings come from a 70B model's profile.`,
   yuebing demo --engines 4 --data-dir ./demo-data`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// Zero is the package's "default"; on the command line it
-			// is a mistake.
-			if o.Engines < 1 || o.BlockSize < 1 {
-				return usageErrorf("--engines %d and --block-size %d must be positive", o.Engines, o.BlockSize)
+			o, err := df.Parse()
+			if err != nil {
+				return usageError{err}
 			}
 			o.Version = versionString()
-			err := demo.Run(cmd.Context(), o, cmd.OutOrStdout())
+			err = demo.Run(cmd.Context(), o, cmd.OutOrStdout())
 			if errors.Is(err, demo.ErrInvalid) {
 				return usageError{err}
 			}
@@ -40,9 +39,9 @@ placeholder tokens, timings come from a 70B model's profile.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&o.Engines, "engines", 2, "engine simulators behind the router (1 to 16)")
-	f.IntVar(&o.BlockSize, "block-size", 16, "tokens per KV block, the engines' and the router's alike (16 to 1024)")
-	f.StringVar(&o.DataDir, "data-dir", "", "the node's data directory, kept at exit (default: a temporary one, removed at exit)")
-	f.BoolVar(&o.Traffic, "traffic", false, "send a few chats sharing a prefix through the router and print each one's route and cache hits")
+	f.IntVar(&df.Engines, "engines", 2, "engine simulators behind the router (1 to 16)")
+	f.IntVar(&df.BlockSize, "block-size", 16, "tokens per KV block, the engines' and the router's alike (16 to 1024)")
+	f.StringVar(&df.DataDir, "data-dir", "", "the node's data directory, kept at exit (default: a temporary one, removed at exit)")
+	f.BoolVar(&df.Traffic, "traffic", false, "send a few chats sharing a prefix through the router and print each one's route and cache hits")
 	return cmd
 }
