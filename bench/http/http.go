@@ -22,8 +22,11 @@ import (
 
 // Options configures `yuebing bench http`.
 type Options struct {
-	// Addr is the node to measure, host:port or a URL. Required.
+	// Addr is the node to measure, host:port or a URL. Empty: Run starts
+	// one in this process (see Node) and measures that.
 	Addr string
+	// Node configures the node Run starts when Addr is empty.
+	Node NodeOptions
 	// Token authenticates, when the node runs with auth.
 	Token string
 	// Namespace the blocks are written to. Default "bench/http".
@@ -89,6 +92,14 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	o.ensureDefaults()
 	if o.GetWeight < 0 || o.PutWeight < 0 || o.Concurrency < 1 || o.ValueSize < 1 || o.Duration <= 0 {
 		return nil, fmt.Errorf("bench: invalid http options %+v", o)
+	}
+	if o.Addr == "" {
+		stop, addr, err := StartNode(o.Node, o.ValueSize)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		o.Addr = addr
 	}
 	c, err := client.New(o.Addr, client.Options{Token: o.Token})
 	if err != nil {

@@ -2,6 +2,7 @@ package http
 
 import (
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -57,5 +58,26 @@ func TestRunHTTP(t *testing.T) {
 	}
 	if st := h.Stats(); st.Tiers[0].Puts < 2 {
 		t.Errorf("puts did not reach the store: %+v", st.Tiers[0])
+	}
+}
+
+// TestRunInProcessNode runs without Addr: Run starts a node of its own in
+// the data directory it is given and measures it.
+func TestRunInProcessNode(t *testing.T) {
+	dir := t.TempDir()
+	rep, err := Run(t.Context(), Options{ValueSize: 64 << 10, Concurrency: 2, GetWeight: 1, PutWeight: 1, Duration: 300 * time.Millisecond,
+		Node: NodeOptions{DRAMCapacity: 64 << 20, DataDir: dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]bool{}
+	for _, r := range rep.Results {
+		rows[r["name"].(string)] = r["gbps"].(float64) > 0 && r["errors"].(int64) == 0
+	}
+	if !rows["http_get"] || !rows["http_put"] {
+		t.Fatalf("rows %v", rep.Results)
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) == 0 {
+		t.Errorf("the node did not use its data directory: %v %v", entries, err)
 	}
 }

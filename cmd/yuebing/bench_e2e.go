@@ -5,8 +5,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/yuebing/yuebing/bench/e2e"
+	"github.com/yuebing/yuebing/bench/http"
 
 	"github.com/yuebing/yuebing/bench"
+	"github.com/yuebing/yuebing/server"
 )
 
 func newBenchE2ECmd() *cobra.Command {
@@ -14,7 +16,7 @@ func newBenchE2ECmd() *cobra.Command {
 		o              e2e.Options
 		asJSON         bool
 		plot, dataDir  string
-		dramCapacity   string
+		dramCapacity   = server.ByteSize(2 << 30)
 		layout         string
 		blockTokensArg int
 		ro             e2eRouterFlags
@@ -71,7 +73,7 @@ With --router the sample is replayed through the conductor's router instead
 				return usageError{err}
 			}
 			if o.Addr == "" {
-				stop, addr, err := startBenchNode(dramCapacity, dataDir, 64<<20, false)
+				stop, addr, err := http.StartNode(http.NodeOptions{DRAMCapacity: int64(dramCapacity), DataDir: dataDir}, 64<<20)
 				if err != nil {
 					return err
 				}
@@ -111,7 +113,7 @@ With --router the sample is replayed through the conductor's router instead
 	f.BoolVar(&o.Quick, "quick", false, "a reduced replay that finishes in under two minutes")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	f.StringVar(&plot, "plot", "", "also draw the TTFT distributions and token sources to this PNG file")
-	f.StringVar(&dramCapacity, "dram-capacity", "2GiB", "DRAM tier of the in-process node")
+	f.Var(&dramCapacity, "dram-capacity", "DRAM tier of the in-process node")
 	f.StringVar(&dataDir, "data-dir", "", "data directory of the in-process node (default: a temporary directory)")
 	ro.register(f)
 	return cmd

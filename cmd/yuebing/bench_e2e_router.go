@@ -5,11 +5,13 @@ import (
 	"time"
 
 	"github.com/yuebing/yuebing/bench/e2e"
+	"github.com/yuebing/yuebing/bench/http"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/yuebing/yuebing/bench"
+	"github.com/yuebing/yuebing/server"
 )
 
 // e2eRouterFlags are `yuebing bench e2e`'s flags for --router.
@@ -37,9 +39,9 @@ func (r *e2eRouterFlags) register(f *pflag.FlagSet) {
 
 // runBenchE2ERouter is `yuebing bench e2e --router`; ro holds the
 // replay's options, validated.
-func runBenchE2ERouter(cmd *cobra.Command, ro e2e.RouterOptions, asJSON bool, plot, dramCapacity, dataDir string) error {
+func runBenchE2ERouter(cmd *cobra.Command, ro e2e.RouterOptions, asJSON bool, plot string, dramCapacity server.ByteSize, dataDir string) error {
 	if ro.Pool && ro.Addr == "" {
-		stop, addr, err := startBenchNode(dramCapacity, dataDir, 64<<20, false)
+		stop, addr, err := http.StartNode(http.NodeOptions{DRAMCapacity: int64(dramCapacity), DataDir: dataDir}, 64<<20)
 		if err != nil {
 			return err
 		}

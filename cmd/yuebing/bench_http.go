@@ -1,30 +1,17 @@
 package main
 
 import (
-	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"strconv"
-	"strings"
-
 	"github.com/yuebing/yuebing/bench/http"
 
 	"github.com/spf13/cobra"
 
 	"github.com/yuebing/yuebing/bench"
-	"github.com/yuebing/yuebing/server"
 )
 
 func newBenchHTTPCmd() *cobra.Command {
 	var (
-		o            http.Options
-		asJSON       bool
-		valueSize    string
-		mix          string
-		dramCapacity string
-		dataDir      string
-		prefault     bool
+		hf     http.Flags
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "http",
@@ -42,31 +29,9 @@ a temporary data directory (or --data-dir) and a DRAM tier of --dram-capacity.`,
   yuebing bench http --addr 127.0.0.1:8080 --mix 90:10 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			n, err := parseSize(valueSize)
-			if err != nil || n < 1 || n > 1<<30 {
-				return usageErrorf("--value-size: %q is not a size from 1B to 1GiB", valueSize)
-			}
-			o.ValueSize = n
-			g, p, ok := strings.Cut(mix, ":")
-			gw, gerr := strconv.Atoi(strings.TrimSpace(g))
-			pw, perr := strconv.Atoi(strings.TrimSpace(p))
-			if !ok || gerr != nil || perr != nil || gw < 0 || pw < 0 || gw+pw == 0 || gw+pw > 1<<20 {
-				return usageErrorf("--mix: %q is not GET:PUT weights like 1:0, 90:10 or 0:1", mix)
-			}
-			o.GetWeight, o.PutWeight = gw, pw
-			if o.Concurrency < 1 || o.Concurrency > 1024 {
-				return usageErrorf("--concurrency: %d, want 1 to 1024", o.Concurrency)
-			}
-			if o.Duration <= 0 {
-				return usageErrorf("--duration: %v, want a positive duration like 10s", o.Duration)
-			}
-			if o.Addr == "" {
-				stop, addr, err := startBenchNode(dramCapacity, dataDir, n, prefault)
-				if err != nil {
-					return err
-				}
-				defer stop()
-				o.Addr = addr
+			o, err := hf.Parse()
+			if err != nil {
+				return usageError{err}
 			}
 			o.Progress = bench.NewProgress("http", http.Ticks(o))
 			rep, err := http.Run(cmd.Context(), o)
@@ -78,51 +43,17 @@ a temporary data directory (or --data-dir) and a DRAM tier of --dram-capacity.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Addr, "addr", "", "node to measure, host:port (default: start one in this process)")
-	f.StringVar(&o.Token, "token", "", "bearer token, when the node runs with auth")
-	f.StringVar(&o.Namespace, "namespace", "bench/http", "namespace to write to")
-	f.StringVar(&valueSize, "value-size", "4MiB", "size of every block")
-	f.IntVar(&o.Concurrency, "concurrency", 8, "requests in flight")
-	f.StringVar(&mix, "mix", "1:0", "GET:PUT weights")
-	f.DurationVar(&o.Duration, "duration", 0, "time of the measurement and of the baseline (default 5s)")
-	f.IntVar(&o.Keys, "keys", 0, "working set of gets, in blocks (default max(2*concurrency, 16), at most 512MiB)")
+	f.StringVar(&hf.Addr, "addr", "", "node to measure, host:port (default: start one in this process)")
+	f.StringVar(&hf.Token, "token", "", "bearer token, when the node runs with auth")
+	f.StringVar(&hf.Namespace, "namespace", "bench/http", "namespace to write to")
+	f.StringVar(&hf.ValueSize, "value-size", "4MiB", "size of every block")
+	f.IntVar(&hf.Concurrency, "concurrency", 8, "requests in flight")
+	f.StringVar(&hf.Mix, "mix", "1:0", "GET:PUT weights")
+	f.DurationVar(&hf.Duration, "duration", 0, "time of the measurement and of the baseline (default 5s)")
+	f.IntVar(&hf.Keys, "keys", 0, "working set of gets, in blocks (default max(2*concurrency, 16), at most 512MiB)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
-	f.StringVar(&dramCapacity, "dram-capacity", "2GiB", "DRAM tier of the in-process node")
-	f.BoolVar(&prefault, "dram-prefault", false, "prefault the in-process node's DRAM arena, as a node that has run a while has it")
-	f.StringVar(&dataDir, "data-dir", "", "data directory of the in-process node (default: a temporary directory)")
+	f.StringVar(&hf.DRAMCapacity, "dram-capacity", "2GiB", "DRAM tier of the in-process node")
+	f.BoolVar(&hf.Node.Prefault, "dram-prefault", false, "prefault the in-process node's DRAM arena, as a node that has run a while has it")
+	f.StringVar(&hf.Node.DataDir, "data-dir", "", "data directory of the in-process node (default: a temporary directory)")
 	return cmd
-}
-
-// startBenchNode starts a node in this process for the benchmark.
-func startBenchNode(dramCapacity, dataDir string, valueSize int64, prefault bool) (stop func(), addr string, err error) {
-	dc, err := parseSize(dramCapacity)
-	if err != nil {
-		return nil, "", usageErrorf("--dram-capacity: %v", err)
-	}
-	cleanup := func() {}
-	if dataDir == "" {
-		if dataDir, err = os.MkdirTemp("", "yuebing-bench-http-"); err != nil {
-			return nil, "", err
-		}
-		cleanup = func() { os.RemoveAll(dataDir) }
-	}
-	cfg := server.DefaultConfig()
-	cfg.HTTP.Listen, cfg.RESP.Listen, cfg.Transfer.Listen = "127.0.0.1:0", "", ""
-	cfg.DataDir = dataDir
-	cfg.DRAM.Capacity = server.ByteSize(dc)
-	cfg.DRAM.Prefault = prefault
-	cfg.SSD.Capacity = server.ByteSize(max(4<<30, 4*valueSize))
-	cfg.Limits.MaxBlockSize = server.ByteSize(max(valueSize, 256<<20))
-	cfg.Limits.MaxInflightBytes = server.ByteSize(max(8*valueSize, 1<<30))
-	cfg.Banner = io.Discard
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	node, err := server.Start(cfg)
-	if err != nil {
-		cleanup()
-		return nil, "", fmt.Errorf("starting the in-process node: %w", err)
-	}
-	return func() {
-		node.Shutdown()
-		cleanup()
-	}, node.Addr("http").String(), nil
 }
