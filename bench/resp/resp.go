@@ -83,6 +83,17 @@ type Options struct {
 	FlowChunkBytes int64
 	FlowClients    int
 	NoFlow         bool
+	// MemoryKeys is how many keys of MemoryValueBytes (default 28, LMCache's
+	// metadata) the memory row loads into a fresh node and a fresh
+	// redis-server, reporting each one's bytes per key; the node's DRAM
+	// tier is MemoryDRAM bytes (default DRAMCapacity), inline values
+	// allowed all of it, and the row says whether every key fit. Default
+	// DefaultMemoryKeys (QuickMemoryKeys with Quick). NoMemory leaves the
+	// row out.
+	MemoryKeys       int
+	MemoryValueBytes int64
+	MemoryDRAM       int64
+	NoMemory         bool
 	// Quick divides the requests by 10 and runs each case once.
 	Quick bool
 	// Progress, if set, is advanced once per redis-benchmark run.
@@ -131,6 +142,18 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.SSDCapacity == 0 {
 		o.SSDCapacity = 4 << 30
+	}
+	if o.MemoryKeys == 0 {
+		o.MemoryKeys = DefaultMemoryKeys
+		if o.Quick {
+			o.MemoryKeys = QuickMemoryKeys
+		}
+	}
+	if o.MemoryValueBytes == 0 {
+		o.MemoryValueBytes = 28
+	}
+	if o.MemoryDRAM == 0 {
+		o.MemoryDRAM = o.DRAMCapacity
 	}
 }
 
@@ -187,7 +210,11 @@ func (o *Options) cases() []respCase {
 // progress bar.
 func Runs(o Options) int {
 	o.ensureDefaults()
-	return 2 * o.Repeat * len(o.cases())
+	n := 2 * o.Repeat * len(o.cases())
+	if !o.NoMemory {
+		n++
+	}
+	return n
 }
 
 // Run runs the same redis-benchmark command lines (SET and GET,
@@ -243,7 +270,10 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 
 	rep := &bench.Report{Columns: []string{"name", "value_bytes", "pipeline", "clients", "requests", "ops_per_sec", "mb_per_sec",
 		"baseline", "baseline_ops_per_sec", "ratio", "cpu_us_per_op", "baseline_cpu_us_per_op"}}
-	rep.Human = bench.HumanColumns["resp"]
+	rep.Human = map[string][]string{"resp": {"op", "value_bytes", "keys", "bytes_per_key", "redis_bytes_per_key", "fits"}}
+	for k, v := range bench.HumanColumns["resp"] {
+		rep.Human[k] = v
+	}
 	for _, c := range o.cases() {
 		runs := map[string]map[string][]float64{"yuebing": {}, "redis-server": {}}
 		cpuPerOp := map[string][]float64{}
@@ -310,6 +340,23 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 				"pinned": o.Pin, "redis_io_threads": ioThreads,
 			})
 		}
+	}
+	if !o.NoMemory {
+		m, err := measureMemory(ctx, o, dir, o.MemoryKeys, o.MemoryValueBytes, o.MemoryDRAM)
+		if err != nil {
+			return nil, err
+		}
+		if o.Progress != nil {
+			o.Progress.Add(1)
+		}
+		rep.Add(bench.Row{
+			"name": "resp", "op": "memory", "value_bytes": o.MemoryValueBytes, "keys": m.Keys,
+			"bytes_per_key": m.BytesPerKey, "charged_bytes_per_key": m.ChargedPerKey,
+			"redis_bytes_per_key": m.RedisBytesPerKey, "baseline": "redis-server",
+			"ratio":      m.BytesPerKey / m.RedisBytesPerKey,
+			"dram_bytes": m.DRAMBytes, "dram_used_bytes": m.DRAMUsed, "fits": m.Fits,
+			"load_seconds": m.LoadSeconds, "baseline_load_seconds": m.RedisLoadSeconds,
+		})
 	}
 	return rep, nil
 }

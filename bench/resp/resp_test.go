@@ -41,7 +41,7 @@ func TestRunRespVsRedis(t *testing.T) {
 		}
 	}
 	o := Options{Sizes: []int64{4096, 64 << 10}, SmallSizes: []int64{28}, SmallClients: []int{8}, Bytes: 64 << 20, Quick: true, FlowChunkBytes: 64 << 10, FlowClients: 4,
-		DRAMCapacity: 64 << 20, SSDCapacity: 64 << 20, Dir: t.TempDir()}
+		DRAMCapacity: 64 << 20, SSDCapacity: 64 << 20, Dir: t.TempDir(), MemoryKeys: 5000, MemoryDRAM: 16 << 20}
 	rep, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +49,12 @@ func TestRunRespVsRedis(t *testing.T) {
 	var names []string
 	for _, r := range rep.Results {
 		names = append(names, r["name"].(string))
+		if r["op"] == "memory" {
+			if r["fits"] != true || r["keys"] != 5000 || r["bytes_per_key"].(float64) <= 28 || r["redis_bytes_per_key"].(float64) <= 28 {
+				t.Errorf("memory row %v", r)
+			}
+			continue
+		}
 		if r["ops_per_sec"].(float64) <= 0 || r["baseline_ops_per_sec"].(float64) <= 0 || r["baseline"] != "redis-server" {
 			t.Errorf("row %v", r)
 		}
@@ -59,11 +65,11 @@ func TestRunRespVsRedis(t *testing.T) {
 			t.Errorf("row %v: op or cpu_ratio", r)
 		}
 	}
-	if got := strings.Join(names, ","); got != "set_4096,get_4096,set_4096_p16,get_4096_p16,set_65536,get_65536,set_28_c8,get_28_c8,incr_28_c8,exists_28_c8,lmcache_flow" {
+	if got := strings.Join(names, ","); got != "set_4096,get_4096,set_4096_p16,get_4096_p16,set_65536,get_65536,set_28_c8,get_28_c8,incr_28_c8,exists_28_c8,lmcache_flow,resp" {
 		t.Errorf("rows %s", got)
 	}
-	if Runs(o) != 12 {
-		t.Errorf("RespRuns = %d, want 12", Runs(o))
+	if Runs(o) != 13 {
+		t.Errorf("RespRuns = %d, want 13", Runs(o))
 	}
 }
 
@@ -80,7 +86,7 @@ func TestRunRespVsRedisPinned(t *testing.T) {
 		t.Skip("pinning needs CPU 0 and another")
 	}
 	procs := runtime.GOMAXPROCS(0)
-	o := Options{Sizes: []int64{4096}, Pipeline: 1, Bytes: 32 << 20, Quick: true, Pin: true, NoSmall: true, NoFlow: true,
+	o := Options{Sizes: []int64{4096}, Pipeline: 1, Bytes: 32 << 20, Quick: true, Pin: true, NoSmall: true, NoFlow: true, NoMemory: true,
 		DRAMCapacity: 64 << 20, SSDCapacity: 64 << 20, Dir: t.TempDir()}
 	rep, err := Run(context.Background(), o)
 	if err != nil {
@@ -98,5 +104,38 @@ func TestRunRespVsRedisPinned(t *testing.T) {
 	unix.SchedGetaffinity(0, &after)
 	if after != before || runtime.GOMAXPROCS(0) != procs {
 		t.Errorf("CPUs %d and GOMAXPROCS %d afterwards, want %d and %d", after.Count(), runtime.GOMAXPROCS(0), before.Count(), procs)
+	}
+}
+
+// TestMeasureMemory: keys that fit the node's DRAM budget are all kept and
+// the row says so; twice as many keys as the budget holds do not fit, and
+// the row says that too, the DRAM tier still within its capacity.
+func TestMeasureMemory(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (Debian package redis-server)")
+	}
+	f := func(keys int, budget int64, fits bool) {
+		t.Helper()
+		m, err := measureMemory(t.Context(), Options{RedisServer: "redis-server"}, t.TempDir(), keys, 28, budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d keys in %d bytes: %+v", keys, budget, m)
+		if m.Fits != fits || m.DRAMUsed > budget {
+			t.Errorf("%d keys in %d bytes: fits %v (want %v), %d bytes of DRAM used", keys, budget, m.Fits, fits, m.DRAMUsed)
+		}
+		if fits && (m.BytesPerKey < 28 || m.BytesPerKey > m.ChargedPerKey || m.RedisBytesPerKey < 28) {
+			t.Errorf("bytes per key %.0f (charged %.0f), redis-server %.0f", m.BytesPerKey, m.ChargedPerKey, m.RedisBytesPerKey)
+		}
+	}
+	f(20000, 16<<20, true)
+	f(40000, 4<<20, false)
+}
+
+func TestMemoryKey(t *testing.T) {
+	for i, want := range map[int]string{0: "key:000000000000", 42: "key:000000000042", 123456789012: "key:123456789012"} {
+		if got := string(memoryKey([]byte("x"), i)); got != "x"+want {
+			t.Errorf("memoryKey(%d) = %q, want %q", i, got, "x"+want)
+		}
 	}
 }
