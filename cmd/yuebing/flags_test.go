@@ -7,28 +7,6 @@ import (
 	"testing"
 )
 
-func TestParseTokenCount(t *testing.T) {
-	f := func(in string, want int64, ok bool) {
-		t.Helper()
-		got, err := parseTokenCount(in)
-		if (err == nil) != ok || (ok && got != want) {
-			t.Errorf("parseTokenCount(%q) = %d, %v; want %d, ok=%v", in, got, err, want, ok)
-		}
-	}
-	f("3M", 3_000_000, true)
-	f("512K", 512_000, true)
-	f("1.5G", 1_500_000_000, true)
-	f("4096", 4096, true)
-	f(" 10m ", 10_000_000, true)
-	f("", 0, false)
-	f("M", 0, false)
-	f("-1", 0, false)
-	f("-1M", 0, false)
-	f("3T", 0, false)
-	f("NaNM", 0, false)
-	f("1e30", 0, false)
-}
-
 func TestBenchHitrateUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -54,6 +32,22 @@ func TestBenchHitrateUsage(t *testing.T) {
 		{[]string{"engine-sim", "--pool-blocks", "0"}, "--pool-blocks"},
 		{[]string{"engine-sim", "--time-scale", "0"}, "--time-scale"},
 		{[]string{"engine-sim", "--prefill-profile", "/nonexistent/profile.csv"}, "--prefill-profile"},
+		{[]string{"bench", "http", "--value-size", "0"}, "--value-size"},
+		{[]string{"bench", "http", "--mix", "1"}, "--mix"},
+		{[]string{"bench", "http", "--concurrency", "0"}, "--concurrency"},
+		{[]string{"bench", "http", "--duration", "-1s"}, "--duration"},
+		{[]string{"bench", "http", "--dram-capacity", "lots"}, "--dram-capacity"},
+		{[]string{"bench", "store", "--sizes", "x"}, "--sizes"},
+		{[]string{"bench", "store", "--goroutines", "0"}, "--goroutines"},
+		{[]string{"bench", "store", "--index-entries", "1"}, "--index-entries"},
+		{[]string{"bench", "store", "--duration", "-1s"}, "--duration"},
+		{[]string{"bench", "router", "--prompt-tokens", "-1"}, "--prompt-tokens"},
+		{[]string{"bench", "python", "--python-dir", "/nonexistent"}, "--python-dir"},
+		{[]string{"bench", "python", "--python-dir", "../../python", "--rounds", "-1"}, "--rounds"},
+		{[]string{"bench", "python", "--python-dir", "../../python", "--dram-capacity", "1MiB"}, "--dram-capacity"},
+		{[]string{"demo", "--engines", "0"}, "--engines"},
+		{[]string{"demo", "--block-size", "-16"}, "--block-size"},
+		{[]string{"bench", "e2e", "--trace", "x", "--dram-capacity", "lots"}, "--dram-capacity"},
 	} {
 		cmd := newRootCmd()
 		cmd.SetArgs(tc.args)
