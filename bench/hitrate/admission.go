@@ -18,10 +18,14 @@ const (
 	// was evicted unadmitted before and came back (a ghost list of recent
 	// unadmitted evictions four times as long as the SSD holds blocks).
 	AdmitSeenTwice = "seen-twice"
+	// AdmitChain and AdmitLearned are the hierarchy's own chain-aware
+	// policies (tier/policy.Admission), run here by the same code.
+	AdmitChain   = policy.AdmitChain
+	AdmitLearned = policy.AdmitLearned
 )
 
 // Admissions lists the admission policies, today's first.
-var Admissions = []string{AdmitAll, AdmitReuse, AdmitSeenTwice}
+var Admissions = []string{AdmitAll, AdmitReuse, AdmitSeenTwice, AdmitChain, AdmitLearned}
 
 // BlockBytes is the KV size of one 512-token trace block of LLaMA3-70B in
 // bf16 (80 layers x K and V x 8 KV heads x 128 dims x 2 bytes = 320 KiB per
@@ -40,8 +44,9 @@ type TwoTierCache struct {
 	reused             map[int32]bool // read again while in DRAM
 	ghost              map[int32]bool
 	ghostQ             []int32
-	ssdOnlyPrefix      map[int32]bool // asked by Contains in this request's prefix
-	SSDWrites, SSDHits int64          // blocks
+	ssdOnlyPrefix      map[int32]bool           // asked by Contains in this request's prefix
+	chain              *policy.Admission[int32] // AdmitChain, AdmitLearned
+	SSDWrites, SSDHits int64                    // blocks
 
 	// An optional object tier (S3) below SSD: every block SSD evicts is
 	// demoted to it, and a prefix hit there is copied up to DRAM.
@@ -62,12 +67,15 @@ func (c *TwoTierCache) WithObjectTier(blocks int64) *TwoTierCache {
 
 // NewTwoTierCache makes the cache; capacities are in blocks.
 func NewTwoTierCache(admission string, dramBlocks, ssdBlocks int64) (*TwoTierCache, error) {
+	var chain *policy.Admission[int32]
 	switch admission {
 	case AdmitAll, AdmitReuse, AdmitSeenTwice:
+	case AdmitChain, AdmitLearned:
+		chain, _ = policy.NewAdmission[int32](admission, int(ssdBlocks)*ghostMul)
 	default:
 		return nil, fmt.Errorf("%w: unknown SSD admission %q: want one of %v", bench.ErrOptions, admission, Admissions)
 	}
-	return &TwoTierCache{
+	return &TwoTierCache{chain: chain,
 		admission: admission, dram: policy.NewLRU[int32](), ssd: policy.NewLRU[int32](),
 		dramCap: int(dramBlocks), ssdCap: int(ssdBlocks),
 		inDRAM: map[int32]bool{}, inSSD: map[int32]bool{}, reused: map[int32]bool{}, ghost: map[int32]bool{},
@@ -94,23 +102,38 @@ func (c *TwoTierCache) Contains(id int32) bool {
 }
 
 // Touch implements bench.ReplayCache.
-func (c *TwoTierCache) Touch(id, _ int32) {
+func (c *TwoTierCache) Touch(id, parent int32) {
 	if c.inDRAM[id] {
 		c.dram.Access(id)
 		c.reused[id] = true
+		if c.chain != nil {
+			c.chain.Access(id)
+		}
 		return
 	}
-	if c.inSSD[id] {
+	switch {
+	case c.inSSD[id]:
 		c.ssd.Access(id)
+		if c.chain != nil {
+			c.chain.Access(id)
+		}
 		if c.ssdOnlyPrefix[id] {
 			c.SSDHits++
 			delete(c.ssdOnlyPrefix, id)
+			if c.chain != nil {
+				c.chain.HitBelow(id)
+			}
 		}
-	} else if c.obj != nil && c.inObj[id] {
+	case c.obj != nil && c.inObj[id]:
 		c.obj.Access(id)
 		if c.objOnly[id] {
 			c.ObjHits++
 			delete(c.objOnly, id)
+		}
+		fallthrough // a new copy above the SSD, as a put is
+	default:
+		if c.chain != nil {
+			c.chain.Put(id, parent, parent != bench.NoParent)
 		}
 	}
 	for len(c.inDRAM) >= c.dramCap {
@@ -132,6 +155,12 @@ func (c *TwoTierCache) evictedFromDRAM(id int32) {
 		return // a clean copy is below already, or there is no SSD
 	}
 	admit := c.admission == AdmitAll || reused || c.admission == AdmitSeenTwice && c.ghost[id]
+	if c.chain != nil {
+		admit = c.chain.Admit(id, c.held)
+		if !admit {
+			c.chain.Forget(id)
+		}
+	}
 	if !admit {
 		if c.admission == AdmitSeenTwice && !c.ghost[id] {
 			c.ghost[id] = true
@@ -150,12 +179,20 @@ func (c *TwoTierCache) evictedFromDRAM(id int32) {
 			break
 		}
 		delete(c.inSSD, v)
+		if c.chain != nil {
+			c.chain.Dropped(v)
+			if !c.inDRAM[v] {
+				c.chain.Forget(v)
+			}
+		}
 		c.demoteToObject(v)
 	}
 	c.ssd.Add(id, policy.Info[int32]{Size: 1})
 	c.inSSD[id] = true
 	c.SSDWrites++
 }
+
+func (c *TwoTierCache) held(id int32) bool { return c.inDRAM[id] || c.inSSD[id] }
 
 // ghostMul sizes the ghost list at this many times the SSD's blocks: on
 // both traces 4 keeps more returning blocks than 1 or 2, and 8 or 16 no more.

@@ -49,3 +49,31 @@ func TestTwoTierAdmission(t *testing.T) {
 		t.Error("unknown admission accepted")
 	}
 }
+
+// Chains of three blocks through two blocks of DRAM over four of SSD: chain
+// admission does not write a request's tail (3, 6), so a request repeating
+// the first one whole hits two blocks instead of three; on the traces a tail
+// is a partial block the next turn does not repeat.
+func TestTwoTierChainAdmission(t *testing.T) {
+	f := func(admission string, wantWrites, wantSSDHits int64, wantHits int) {
+		t.Helper()
+		c, err := NewTwoTierCache(admission, 2, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hits int
+		for _, req := range [][]int32{{1, 2, 3}, {4, 5, 6}, {1, 2, 3}} {
+			hits = bench.ReplayRequest(req, c)
+		}
+		if c.SSDWrites != wantWrites || c.SSDHits != wantSSDHits || hits != wantHits {
+			t.Errorf("%s: %d writes, %d SSD hits, last request hit %d; want %d, %d, %d",
+				admission, c.SSDWrites, c.SSDHits, hits, wantWrites, wantSSDHits, wantHits)
+		}
+	}
+	// all: 1 to 4, then 5 and 6 as the third request pushes them out (and
+	// the SSD drops 2 before it is read: one SSD read of three hits).
+	f(AdmitAll, 6, 1, 3)
+	// chain: 1, 2, 4, then 5; the tails 3 and 6 are not written.
+	f(AdmitChain, 4, 2, 2)
+	f(AdmitLearned, 4, 2, 2) // no branch class has a history yet
+}
