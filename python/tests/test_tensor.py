@@ -7,7 +7,10 @@ names with its shard header."""
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
+import subprocess
+import sys
 import unittest
 
 from support import URL, SHM, fresh_namespace, need_server
@@ -21,6 +24,7 @@ except ImportError:
     torch = None
 
 INVALID, NOT_FOUND = int(ErrorCode.INVALID_PARAMS), int(ErrorCode.OBJECT_NOT_FOUND)
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 NEED_TORCH = "torch is not importable: apt-get install python3-torch python3-numpy"
 
 
@@ -85,6 +89,18 @@ class HeaderTest(unittest.TestCase):
         # An axis whose rank is outside its count.
         bad = mooncake_header(6, [10], [5], 1, [(1, 0, 2, 2, 0, 0, 5)])
         self.assertIsNone(_tensor.parse(bad + body))
+
+    def test_without_torch(self):
+        # torch stays optional: with it unimportable the package loads,
+        # headers pack and parse, and the tensor calls refuse a non-tensor.
+        code = ("import sys; sys.modules['torch'] = None; sys.path.insert(0, sys.argv[1])\n"
+                "from yuebing import _tensor; from yuebing.mooncake import MooncakeDistributedStore\n"
+                "h = _tensor.Header(0, [2]).pack(); assert _tensor.parse(h + bytes(8)).local_shape == [2]\n"
+                "s = MooncakeDistributedStore()\n"
+                "assert s.put_tensor('k', [1.0]) == -600 and s.put_tensor_with_tp('k', [1.0], 0, 2) == -600\n"
+                "assert s.batch_put_tensor_with_tp(['k'], [[1.0]], 0, 2) == [-600]\n")
+        r = subprocess.run([sys.executable, "-c", code, ROOT], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
 
 
 @need_server

@@ -1288,10 +1288,11 @@ class MooncakeDistributedStore:
 
     @staticmethod
     def _encoded(tensor):
-        """The tensor's object bytes, or INVALID_PARAMS."""
+        """The tensor's object bytes, or INVALID_PARAMS (also where torch
+        is not importable: then nothing passed can be a tensor)."""
         try:
             return _tensors().encode(tensor)
-        except (TypeError, ValueError, RuntimeError):
+        except (TypeError, ValueError, RuntimeError, ImportError):
             return int(ErrorCode.INVALID_PARAMS)
 
     @staticmethod
@@ -1301,7 +1302,7 @@ class MooncakeDistributedStore:
             return int(ErrorCode.INVALID_PARAMS)
         try:
             return _tensors().shards(tensor, tp_size, split_dim)
-        except (TypeError, ValueError, RuntimeError):
+        except (TypeError, ValueError, RuntimeError, ImportError):
             return int(ErrorCode.INVALID_PARAMS)
 
     @staticmethod
