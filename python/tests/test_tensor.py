@@ -199,6 +199,34 @@ class TensorTest(unittest.TestCase):
         self.assertEqual(self.s.batch_put_tensor_with_tp(["x"], [a, b], tp_size=2), [INVALID])
         self.assertEqual(self.s.batch_put_tensor_with_tp([], [], tp_size=2), [])
 
+    def test_upsert_and_from(self):
+        t = torch.arange(6, dtype=torch.int32).reshape(2, 3)
+        self.assertEqual(self.s.put_tensor("u", torch.zeros(1)), 0)
+        self.assertEqual(self.s.upsert_tensor("u", t), 0)  # replaces
+        self.assertTrue(torch.equal(self.s.get_tensor("u"), t))
+        self.assertEqual(self.s.batch_upsert_tensor(["u", "v"], [t + 1, t + 2]), [0, 0])
+        self.assertTrue(torch.equal(self.s.get_tensor("v"), t + 2))
+        self.assertEqual(self.s.upsert_pub_tensor("v", t), 0)
+        self.assertEqual(self.s.batch_upsert_pub_tensor(["v"], [t + 3]), [0])
+        self.assertTrue(torch.equal(self.s.get_tensor("v"), t + 3))
+        # The _from calls take an object as get_tensor_into leaves it.
+        obj = mooncake_header(6, [2, 3]) + struct.pack("<6i", *range(6))
+        ctypes.memmove(self.ptr, obj, len(obj))
+        ctypes.memmove(self.ptr + 4096, b"x" * 400, 400)
+        self.assertEqual(self.s.put_tensor_from("f", self.ptr, len(obj)), 0)
+        self.assertEqual(self.s.get("f"), obj)
+        self.assertEqual(self.s.batch_put_tensor_from(["g", "h"], [self.ptr, self.ptr + 4096], [len(obj), 400]),
+                         [0, INVALID])  # h's bytes are no tensor
+        self.assertEqual(self.s.put_tensor_from("i", self.ptr, len(obj) - 1), INVALID)  # cut short
+        self.assertEqual(self.s.batch_is_exist(["g", "h", "i"]), [1, 0, 0])
+        self.assertEqual(self.s.upsert_tensor_from("f", self.ptr, len(obj)), 0)
+        self.assertEqual(self.s.batch_upsert_tensor_from(["f"], [self.ptr + 4096], [400]), [INVALID])
+        self.assertEqual(self.s.put_tensor_with_tp_from("tp", self.ptr, len(obj), tp_size=3, split_dim=1), 0)
+        self.assertTrue(torch.equal(self.s.get_tensor_with_tp("tp", 2, 3), t[:, 2:]))
+        self.assertEqual(self.s.batch_put_tensor_with_tp_from(["tq", "tr"], [self.ptr, self.ptr + 4096], [len(obj), 400],
+                                                              tp_size=2, split_dim=0), [0, INVALID])
+        self.assertTrue(torch.equal(self.s.get_tensor_with_tp("tq", 1, 2), t[1:]))
+
     def test_pub_tensor(self):
         t = torch.ones(2, 2)
         cfg = ReplicateConfig()

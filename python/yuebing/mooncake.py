@@ -1391,6 +1391,84 @@ class MooncakeDistributedStore:
             return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
         return self.batch_put_tensor_with_tp(keys, tensors_list, tp_rank, tp_size, split_dim, config)
 
+    def upsert_tensor(self, key: str, tensor, config: ReplicateConfig | None = None) -> int:
+        """put_tensor that replaces what the key holds (upsert)."""
+        data = self._encoded(tensor)
+        return data if isinstance(data, int) else self.upsert(key, data, config)
+
+    def batch_upsert_tensor(self, keys, tensors_list, config: ReplicateConfig | None = None) -> list[int]:
+        keys, tensors_list = list(keys), list(tensors_list)
+        if len(keys) != len(tensors_list):
+            return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        return [int(self.upsert_tensor(k, t, config)) for k, t in zip(keys, tensors_list)]
+
+    def upsert_pub_tensor(self, key: str, tensor, config: ReplicateConfig | None = None) -> int:
+        return self._config_error(config) or self.upsert_tensor(key, tensor, config)
+
+    def batch_upsert_pub_tensor(self, keys, tensors_list, config: ReplicateConfig | None = None) -> list[int]:
+        keys = list(keys)
+        if self._config_error(config):
+            return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        return self.batch_upsert_tensor(keys, tensors_list, config)
+
+    def _tensor_object(self, ptr, size):
+        """A view of [ptr, ptr+size) in registered memory when it holds an
+        object in Mooncake's tensor format (header and bytes), else None."""
+        try:
+            mv = self._view(ptr, size)
+        except YuebingError:
+            return None
+        return mv if _tensors().parse(mv) is not None else None
+
+    def put_tensor_from(self, key: str, buffer_ptr: int, size: int) -> int:
+        """Stores size bytes of registered memory that hold a tensor object
+        ([TensorMetadata][data], as get_tensor_into leaves it); bytes that
+        are not one are refused with INVALID_PARAMS."""
+        return self.batch_put_tensor_from([key], [buffer_ptr], [size])[0]
+
+    def batch_put_tensor_from(self, keys, buffer_ptrs, sizes) -> list[int]:
+        return self._tensor_objects_from(keys, buffer_ptrs, sizes, self.batch_put_from)
+
+    def upsert_tensor_from(self, key: str, buffer_ptr: int, size: int) -> int:
+        return self.batch_upsert_tensor_from([key], [buffer_ptr], [size])[0]
+
+    def batch_upsert_tensor_from(self, keys, buffer_ptrs, sizes) -> list[int]:
+        return self._tensor_objects_from(keys, buffer_ptrs, sizes, self.batch_upsert_from)
+
+    def _tensor_objects_from(self, keys, ptrs, sizes, write) -> list[int]:
+        keys, ptrs, sizes = list(keys), list(ptrs), list(sizes)
+        bad = int(ErrorCode.INVALID_PARAMS)
+        if not (len(keys) == len(ptrs) == len(sizes)):
+            return [bad] * len(keys)
+        out = [bad] * len(keys)
+        good = [i for i in range(len(keys)) if self._tensor_object(ptrs[i], sizes[i]) is not None]
+        if good:
+            for i, c in zip(good, write([keys[i] for i in good], [ptrs[i] for i in good], [sizes[i] for i in good])):
+                out[i] = c
+        return out
+
+    def put_tensor_with_tp_from(self, key: str, buffer_ptr: int, size: int, tp_rank: int = 0, tp_size: int = 1,
+                                split_dim: int = 0) -> int:
+        """put_tensor_with_tp of the tensor object in registered memory."""
+        return self.batch_put_tensor_with_tp_from([key], [buffer_ptr], [size], tp_rank, tp_size, split_dim)[0]
+
+    def batch_put_tensor_with_tp_from(self, base_keys, buffer_ptrs, sizes, tp_rank: int = 0, tp_size: int = 1,
+                                      split_dim: int = 0) -> list[int]:
+        keys, ptrs, sizes = list(base_keys), list(buffer_ptrs), list(sizes)
+        if not isinstance(tp_size, int) or tp_size <= 1:
+            return self.batch_put_tensor_from(keys, ptrs, sizes)
+        if not (len(keys) == len(ptrs) == len(sizes)) or not keys:
+            return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        tensors = []
+        for p, n in zip(ptrs, sizes):
+            mv = self._tensor_object(p, n)
+            try:
+                tensors.append(_tensors().decode(mv, copy=False) if mv is not None else None)
+            except ImportError:
+                tensors.append(None)
+        return self.batch_put_tensor_with_tp(keys, [t if t is not None else "not a tensor" for t in tensors],
+                                             tp_rank, tp_size, split_dim)
+
     def get_tensor(self, key: str):
         """The tensor stored under key (a shard's local shape for a shard
         object), or None (missing key, failed read, bytes in no tensor
