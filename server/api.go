@@ -73,6 +73,8 @@ type APIOptions struct {
 	// HistoryInterval is how often the counters the console charts are
 	// sampled; ten minutes of samples are kept. Default 5s.
 	HistoryInterval time.Duration
+	// Retention bounds hard pins (docs/retention.md).
+	Retention RetentionOptions
 }
 
 // API is the HTTP API of a cache node: blocks, batches, contexts and admin
@@ -86,6 +88,7 @@ type API struct {
 	engine   *gin.Engine
 	v1       *gin.RouterGroup
 	contexts *contextStore
+	pins     *pinQuota // hard pins by namespace (retention.go)
 	metrics  *metrics
 	budget   *budget.User // the HTTP front end's share of the node's budget
 	draining atomic.Bool
@@ -149,6 +152,10 @@ func NewAPI(opts APIOptions) (*API, error) {
 		return nil, err
 	}
 	a.contexts = cs
+	if err := a.startRetention(); err != nil {
+		cs.Close()
+		return nil, err
+	}
 	m, err := newMetrics(opts.Registry, a)
 	if err == nil {
 		err = registerAuthMetrics(opts.Registry, opts.Tokens)
@@ -222,6 +229,7 @@ func (a *API) routes() *gin.Engine {
 	v1.POST("/batch/get", a.batchGet)
 	v1.POST("/batch/put", a.batchPut)
 	v1.POST("/batch/delete", a.batchDelete)
+	v1.POST("/batch/retention", a.batchRetention)
 
 	v1.POST("/contexts", a.createContext)
 	v1.GET("/contexts", a.listContexts)

@@ -371,6 +371,13 @@ func (a *API) batchPut(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
+	// Frames carry no fields of their own: the header's class is every
+	// frame's, and each pinned frame is charged to the quota on its own.
+	ret, err := a.retentionHeader(c)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
 	var (
 		results []batchPutItem
 		total   int64
@@ -402,13 +409,14 @@ func (a *API) batchPut(c *gin.Context) {
 		}
 		size := int64(h.Length)
 		t := target{key: h.Key, ns: ns}
-		opts := tier.PutOptions{Checksum: h.CRC, HasChecksum: h.HasCRC(), Meta: meta, PinnedUntil: a.contexts.pinFor(h.Key, ns)}
+		opts := tier.PutOptions{Checksum: h.CRC, HasChecksum: h.HasCRC(), Meta: meta, PinnedUntil: a.contexts.pinFor(h.Key, ns),
+			Retention: ret.class, RetainUntil: ret.until}
 		release, err := a.reserve(ctx, size)
 		if err != nil {
 			stop(err)
 			return
 		}
-		res, err := a.storeBlock(ctx, t, size, fr.Data(), opts)
+		res, err := a.storeRetained(ctx, t, size, fr.Data(), opts, ret)
 		release()
 		item := batchPutItem{Key: h.Key, Size: size, Tier: res.Tier, Status: "exists", created: res.Created}
 		if res.Created {

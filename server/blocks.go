@@ -163,7 +163,12 @@ func (a *API) put(c *gin.Context, t target) {
 		a.fail(c, err)
 		return
 	}
-	opts := tier.PutOptions{}
+	ret, err := a.retentionHeader(c)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	opts := tier.PutOptions{Retention: ret.class, RetainUntil: ret.until}
 	if opts.Checksum, opts.HasChecksum, err = crcHeader(c.GetHeader(HeaderCRC)); err != nil {
 		a.fail(c, err)
 		return
@@ -181,7 +186,7 @@ func (a *API) put(c *gin.Context, t target) {
 	defer release()
 	opts.PinnedUntil = a.contexts.pinFor(t.key, t.ns)
 	body := http.MaxBytesReader(c.Writer, c.Request.Body, size)
-	res, err := a.storeBlock(ctx, t, size, body, opts)
+	res, err := a.storeRetained(ctx, t, size, body, opts, ret)
 	if err != nil {
 		a.fail(c, err)
 		return
@@ -285,6 +290,25 @@ func (a *API) storeBlock(ctx context.Context, t target, size int64, r io.Reader,
 		return res, nil
 	}
 	return res, fmt.Errorf("%w: the block kept being evicted during the put; retry", ErrConflict)
+}
+
+// storeRetained is storeBlock for a put that names a retention class: a
+// hard pin is charged to the namespace's quota first and given back if
+// the put fails, so a refused put stores nothing; a block already stored
+// takes the class (how a put releases or re-pins).
+func (a *API) storeRetained(ctx context.Context, t target, size int64, r io.Reader, opts tier.PutOptions, ret retentionRequest) (putResponse, error) {
+	undo, err := a.chargePin(t, size, ret)
+	if err != nil {
+		return putResponse{Key: t.key, Size: size}, err
+	}
+	res, err := a.storeBlock(ctx, t, size, r, opts)
+	if err == nil && !res.Created {
+		err = a.applyRetention(t, ret)
+	}
+	if err != nil {
+		undo()
+	}
+	return res, err
 }
 
 // existing checks that the stored block with t's key is recorded as t and
@@ -544,6 +568,7 @@ func (a *API) deleteTarget(ctx context.Context, p auth.Principal, t target) erro
 		}
 		return err
 	}
+	a.pins.release(t.key)
 	if a.opts.Cluster != nil {
 		// Copies elsewhere go too, before the delete is acknowledged.
 		if _, err := a.opts.Cluster.Deleted(ctx, t.key); err != nil {

@@ -39,6 +39,9 @@ var (
 	ErrUnavailable = errors.New("server: unavailable")
 	// ErrInvalidConfig: a Config field is out of range.
 	ErrInvalidConfig = errors.New("server: invalid config")
+	// ErrPinQuota: a hard pin (retention class pinned) would take the
+	// namespace over retention.pinned_quota; nothing was stored or changed.
+	ErrPinQuota = errors.New("server: pinned quota exceeded")
 )
 
 // errorRows map the server's sentinels, and those of the packages it
@@ -53,6 +56,7 @@ var errorRows = []httperr.Row{
 	{Err: ErrNoCluster, Status: http.StatusNotFound, Code: "no_cluster"},
 	{Err: ErrNotFound, Status: http.StatusNotFound, Code: "not_found"},
 	{Err: ErrConflict, Status: http.StatusConflict, Code: "conflict"},
+	{Err: ErrPinQuota, Status: http.StatusConflict, Code: "pin_quota"},
 	{Err: ErrLengthRequired, Status: http.StatusLengthRequired, Code: "length_required"},
 	{Err: ErrTooLarge, Status: http.StatusRequestEntityTooLarge, Code: "too_large"},
 	{Err: ErrURITooLong, Status: http.StatusRequestURITooLong, Code: "uri_too_long"},

@@ -72,6 +72,10 @@ type createContextRequest struct {
 	BlockSize  int         `json:"block_size,omitempty"`
 	Keys       []block.Key `json:"keys,omitempty"`
 	Names      []string    `json:"names,omitempty"`
+	// Retention, when set, gives the context's stored blocks that class
+	// until the context expires (docs/retention.md); pinned is charged to
+	// the namespace's quota.
+	Retention string `json:"retention,omitempty"`
 }
 
 type patchContextRequest struct {
@@ -157,8 +161,22 @@ func (a *API) createContext(c *gin.Context) {
 			keys = append(keys, t.key)
 		}
 	}
+	ret, err := parseRetention(req.Retention, "", a.opts.Now())
+	if err != nil {
+		a.fail(c, fmt.Errorf("%w (the retention field)", err))
+		return
+	}
+	undo := func() {}
+	if ret.set {
+		ret.until = a.opts.Now().Add(ttl)
+		if undo, err = a.retainAll(req.Namespace, keys, ret); err != nil {
+			a.fail(c, err)
+			return
+		}
+	}
 	rec, err := a.contexts.create(req.Namespace, req.Name, keys, ttl)
 	if err != nil {
+		undo()
 		a.fail(c, err)
 		return
 	}

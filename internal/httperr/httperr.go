@@ -191,6 +191,7 @@ var Common = []Row{
 	{Kind: "block.ErrInvalidBlockSize", Status: http.StatusBadRequest, Code: "invalid_block_size"},
 	{Kind: "block.ErrInvalidToken", Status: http.StatusBadRequest, Code: "invalid_token"},
 	{Kind: "tier.ErrMeta", Status: http.StatusBadRequest, Code: "bad_request"},
+	{Kind: "tier.ErrRetention", Status: http.StatusBadRequest, Code: "bad_request"},
 	{Kind: "tier.ErrSize", Status: http.StatusBadRequest, Code: "size_mismatch"},
 	{Kind: "tier.ErrNotFound", Status: http.StatusNotFound, Code: "not_found"},
 	// The copy failed verification and was dropped: the block is gone, and
