@@ -66,6 +66,11 @@ func (h *Hierarchy) evicted(ctx context.Context, level int, key block.Key, info 
 		h.clearCopy(key, level, version)
 		return
 	}
+	if !h.admitDemotion(key, level) {
+		hd.Release()
+		h.clearCopy(key, level, version)
+		return
+	}
 	d := &demotion{key: key, info: info, h: hd, level: level, weight: min(info.Size+1, h.opts.DemoteQueueBytes),
 		retention: info.Retention, retainUntil: info.RetainUntil}
 	if !h.demoteSem.TryAcquire(d.weight) {

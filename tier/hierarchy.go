@@ -66,6 +66,10 @@ type Hierarchy struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed atomic.Bool
+
+	// admission is the SSD write admission policy; nil writes every
+	// evicted block (policy.AdmitAll). See admission.go.
+	admission *admission
 }
 
 type tierCounters struct {
@@ -114,6 +118,9 @@ func NewHierarchy(tiers []Tier, opts HierarchyOptions) (*Hierarchy, error) {
 		h.putting[i].m = make(map[block.Key]chan struct{})
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
+	if err := h.startAdmission(); err != nil {
+		return nil, err
+	}
 	for level, t := range tiers {
 		t.Range(func(k block.Key, info BlockInfo) bool {
 			h.ix.Update(k, func(e index.Entry, _ bool) (index.Entry, bool) {

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
+
+	"github.com/yuebing/yuebing/tier/policy"
 )
 
 // Promotion admission policies: when a hit in a lower tier copies the block
@@ -41,6 +44,15 @@ type HierarchyOptions struct {
 	// RecentHits is how many lower-tier hits second-hit admission remembers.
 	// Default 65536.
 	RecentHits int
+	// Admission picks which blocks evicted from the top tier are written
+	// to the next: policy.AdmitAll (default, every one), policy.AdmitChain
+	// or policy.AdmitLearned; see docs/policies.md. The chain policies need
+	// puts with chain parents (PutOptions.Parent) to tell chains apart.
+	Admission string
+	// AdmissionGhost is how many blocks gone from every tier the admission
+	// policy remembers, so one that comes back counts as seen before.
+	// Default 65536 (a few MiB).
+	AdmissionGhost int
 	// Now is the clock for pins. Default time.Now.
 	Now func() time.Time
 	// Logger. Default slog.Default().
@@ -66,6 +78,12 @@ func (o *HierarchyOptions) EnsureDefaults() {
 	}
 	if o.RecentHits == 0 {
 		o.RecentHits = 65536
+	}
+	if o.Admission == "" {
+		o.Admission = policy.AdmitAll
+	}
+	if o.AdmissionGhost == 0 {
+		o.AdmissionGhost = 65536
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -97,6 +115,12 @@ func (o *HierarchyOptions) Validate() error {
 	}
 	if o.RecentHits <= 0 {
 		errs = append(errs, fmt.Errorf("tier: RecentHits %d must be positive", o.RecentHits))
+	}
+	if !slices.Contains(policy.AdmissionNames, o.Admission) {
+		errs = append(errs, fmt.Errorf("tier: Admission %q: want one of %v", o.Admission, policy.AdmissionNames))
+	}
+	if o.AdmissionGhost < 0 {
+		errs = append(errs, fmt.Errorf("tier: AdmissionGhost %d must not be negative", o.AdmissionGhost))
 	}
 	return errors.Join(errs...)
 }

@@ -89,6 +89,7 @@ func (h *Hierarchy) put(ctx context.Context, key block.Key, size int64, opts Put
 	if e, ok := h.ix.Get(key); ok && e.Tiers != 0 {
 		return PutResult{Created: false, Tier: h.tiers[e.Tiers.Top()].Name()}, nil
 	}
+	h.noteParent(opts)
 	var last error
 	for level, t := range h.tiers {
 		err := put(t)
@@ -98,6 +99,7 @@ func (h *Hierarchy) put(ctx context.Context, key block.Key, size int64, opts Put
 			// (evicted, or deleted meanwhile), the put still succeeded:
 			// the store simply let the block go.
 			h.indexCopy(key, level)
+			h.notePut(key, opts)
 			return PutResult{Created: err == nil, Tier: t.Name()}, nil
 		case errors.Is(err, ErrTooLarge), errors.Is(err, ErrNoSpace), errors.Is(err, ErrUnavailable):
 			last = err

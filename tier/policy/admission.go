@@ -137,6 +137,15 @@ func (a *Admission[K]) Put(k, parent K, hasParent bool) {
 	a.nodes[k] = n
 }
 
+// Extend records that a block is about to be put after parent: the owner
+// calls it before a put that may evict parent to make room, since Put
+// comes only once the block is stored.
+func (a *Admission[K]) Extend(parent K) {
+	if n := a.nodes[parent]; n != nil {
+		n.extended = true
+	}
+}
+
 // Access records a read of k from any tier.
 func (a *Admission[K]) Access(k K) {
 	if n := a.nodes[k]; n != nil {

@@ -115,6 +115,23 @@ func TestAdmissionGhost(t *testing.T) {
 	}
 }
 
+// A put that evicts its own parent: Extend, called before it, keeps the
+// parent from counting as a tail.
+func TestAdmissionExtend(t *testing.T) {
+	a, _ := NewAdmission[string](AdmitChain, 0)
+	a.Put("a", "", false)
+	a.Put("b", "a", true)
+	held := func(string) bool { return true }
+	if a.Admit("b", held) {
+		t.Fatal("b admitted before anything extends it")
+	}
+	a.Extend("b")
+	a.Extend("unknown") // no-op
+	if !a.Admit("b", held) {
+		t.Error("b refused after Extend")
+	}
+}
+
 func TestAdmissionNames(t *testing.T) {
 	for _, n := range AdmissionNames {
 		if _, err := NewAdmission[int](n, 1); err != nil {
