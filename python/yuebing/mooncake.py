@@ -635,14 +635,9 @@ class MooncakeDistributedStore:
         """Removes every object of this store's namespace whose key the
         regular expression matches anywhere (Mooncake's regex_search);
         returns how many, or a negative code: INVALID_PARAMS for a pattern
-        that does not compile (nothing is removed). The node matches with
-        Go's RE2, which has no backreferences or lookaround; Python's re
-        checks the pattern first, so both must accept it."""
+        the node cannot compile (nothing is removed). The node matches with
+        Go's RE2, which has no backreferences or lookaround."""
         if not isinstance(regex_pattern, str):
-            return ErrorCode.INVALID_PARAMS
-        try:
-            rx = re.compile(regex_pattern)
-        except re.error:
             return ErrorCode.INVALID_PARAMS
         try:
             # An empty pattern matches every key; "" would mean no filter
@@ -650,6 +645,12 @@ class MooncakeDistributedStore:
             n = self._client().clear(regex=regex_pattern or "^")
         except YuebingError as e:
             return _code(e)
+        try:
+            rx = re.compile(regex_pattern)
+        except re.error:
+            # RE2 syntax Python lacks: the removed keys' pins stay until
+            # their TTL, pinning nothing.
+            return n
         with self._lock:
             gone = [k for k in self._pins if rx.search(k)]
         for k in gone:
