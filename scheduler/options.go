@@ -53,25 +53,6 @@ func (p Policy) String() string {
 	return fmt.Sprintf("Policy(%d)", uint8(p))
 }
 
-// MarshalText implements encoding.TextMarshaler: the policy's name.
-func (p Policy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler with ParsePolicy.
-func (p *Policy) UnmarshalText(b []byte) error {
-	v, err := ParsePolicy(string(b))
-	if err != nil {
-		return err
-	}
-	*p = v
-	return nil
-}
-
-// Set makes a *Policy a command-line flag (pflag.Value).
-func (p *Policy) Set(s string) error { return p.UnmarshalText([]byte(s)) }
-
-// Type names the flag's value in help.
-func (p *Policy) Type() string { return "string" }
-
 // PolicyNames lists the names ParsePolicy takes, for messages.
 const PolicyNames = "conductor (cache-global), least_loaded (load), round_robin (round-robin), cache-local or random"
 
@@ -116,25 +97,6 @@ func (r Rejection) String() string {
 	}
 	return fmt.Sprintf("Rejection(%d)", uint8(r))
 }
-
-// MarshalText implements encoding.TextMarshaler: the rejection's name.
-func (r Rejection) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler with ParseRejection.
-func (r *Rejection) UnmarshalText(b []byte) error {
-	v, err := ParseRejection(string(b))
-	if err != nil {
-		return err
-	}
-	*r = v
-	return nil
-}
-
-// Set makes a *Rejection a command-line flag (pflag.Value).
-func (r *Rejection) Set(s string) error { return r.UnmarshalText([]byte(s)) }
-
-// Type names the flag's value in help.
-func (r *Rejection) Type() string { return "string" }
 
 // ParseRejection parses "none", "early" or "predicted".
 func ParseRejection(s string) (Rejection, error) {
