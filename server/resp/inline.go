@@ -34,7 +34,7 @@ const DefaultInlineMax = 1024
 // entryOverhead is what an inline key costs beyond its key and value
 // bytes: the entry, its slot in the table's map and the allocations'
 // rounding (TestInlineMemory measures it).
-const entryOverhead = 128
+const entryOverhead = 96
 
 // cost is what e counts against Options.InlineCapacity.
 func (e *entry) cost() int64 { return int64(e.klen+e.vlen) + entryOverhead }
@@ -186,7 +186,7 @@ func (s *Server) evict(e *entry) {
 }
 
 // sampleInline returns the least recently used of up to evictSample
-// inline entries of shard i (map iteration starts at a random place), or
+// inline entries of shard i (table.each starts at a random slot), or
 // nil if it holds none.
 func (ks *keyspace) sampleInline(i int) *entry {
 	s := &ks.names[i]
@@ -194,19 +194,18 @@ func (ks *keyspace) sampleInline(i int) *entry {
 	defer s.RUnlock()
 	var best *entry
 	seen, looked := 0, 0
-	for _, e := range s.m {
+	s.t.each(func(e *entry) bool {
 		if looked++; looked > 8*evictSample {
-			break
+			return false
 		}
 		if !e.inline {
-			continue
+			return true
 		}
 		if best == nil || int32(e.used.Load()-best.used.Load()) < 0 {
 			best = e
 		}
-		if seen++; seen == evictSample {
-			break
-		}
-	}
+		seen++
+		return seen < evictSample
+	})
 	return best
 }

@@ -19,9 +19,9 @@ import (
 // blocks' records at start-up (Server.load).
 //
 // Memory: one 64-byte entry per key, its table key and inline value in
-// one allocation beside it, a slot in the name map, and for a block value
-// a blockRef and a slot in the block map (TestInlineMemory,
-// TestKeyTableMemory; docs/resp.md).
+// one allocation beside it, a 9-byte slot in its shard's table (table.go),
+// and for a block value a blockRef and a slot in the block map
+// (TestInlineMemory, TestKeyTableMemory; docs/resp.md).
 
 // entry is one key. Its fields are immutable except expireAt, which is
 // guarded by the name shard's mutex.
@@ -146,7 +146,7 @@ type keyspace struct {
 	inlineKeys  atomic.Int64
 	names       [shards]struct {
 		sync.RWMutex
-		m map[string]*entry
+		t table
 		_ [40]byte // keep shards on separate cache lines
 	}
 	blocks [shards]struct {
@@ -167,7 +167,7 @@ type keyspace struct {
 func newKeyspace() *keyspace {
 	ks := &keyspace{seed: maphash.MakeSeed()}
 	for i := range ks.names {
-		ks.names[i].m = make(map[string]*entry)
+		ks.names[i].t.seed = ks.seed
 		ks.blocks[i].m = make(map[block.Key]*entry)
 	}
 	ks.spaces.m = make(map[string]*space)
@@ -208,18 +208,22 @@ func compose(dst []byte, sp *space, name []byte) []byte {
 	return append(dst, name...)
 }
 
-func (ks *keyspace) shardOf(key []byte) int { return int(maphash.Bytes(ks.seed, key) % shards) }
+// hash is the hash of a table key: its low bits choose the shard, the
+// others the slot in the shard's table.
+func (ks *keyspace) hash(key string) uint64 { return maphash.String(ks.seed, key) }
 
-// shard is shardOf for a key held as a string (the same hash).
-func (ks *keyspace) shard(key string) int { return int(maphash.String(ks.seed, key) % shards) }
+// bstr is b as a string for a lookup that does not keep it.
+func bstr(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 func blockShard(k block.Key) int { return int(k[0]) % shards }
 
 // get returns the entry of a table key, expired or not.
 func (ks *keyspace) get(key []byte) *entry {
-	s := &ks.names[ks.shardOf(key)]
+	k := bstr(key)
+	h := ks.hash(k)
+	s := &ks.names[h%shards]
 	s.RLock()
-	e := s.m[string(key)]
+	e := s.t.get(k, h)
 	s.RUnlock()
 	return e
 }
@@ -234,17 +238,18 @@ func (ks *keyspace) swap(key string, old, next *entry) bool {
 // swapIf is swap that also requires old's deadline to be at, unless at is
 // negative.
 func (ks *keyspace) swapIf(key string, old, next *entry, at int64) bool {
-	s := &ks.names[ks.shard(key)]
+	h := ks.hash(key)
+	s := &ks.names[h%shards]
 	s.Lock()
-	cur := s.m[key]
+	cur := s.t.get(key, h)
 	if cur != old || at >= 0 && (old == nil || old.expireAt.Load() != at) {
 		s.Unlock()
 		return false
 	}
 	if next != nil {
-		s.m[next.key()] = next
+		s.t.set(next, h)
 	} else {
-		delete(s.m, key)
+		s.t.del(key, h)
 	}
 	ks.account(old, -1)
 	ks.account(next, +1)
@@ -312,17 +317,21 @@ func (ks *keyspace) byBlock(k block.Key) *entry {
 }
 
 func (ks *keyspace) current(e *entry) bool {
-	s := &ks.names[ks.shard(e.key())]
+	k := e.key()
+	h := ks.hash(k)
+	s := &ks.names[h%shards]
 	s.RLock()
 	defer s.RUnlock()
-	return s.m[e.key()] == e
+	return s.t.get(k, h) == e
 }
 
 // setExpiry sets e's deadline (0 removes it) if e is still current.
 func (ks *keyspace) setExpiry(e *entry, at int64) bool {
-	s := &ks.names[ks.shard(e.key())]
+	k := e.key()
+	h := ks.hash(k)
+	s := &ks.names[h%shards]
 	s.Lock()
-	if s.m[e.key()] != e {
+	if s.t.get(k, h) != e {
 		s.Unlock()
 		return false
 	}
@@ -389,11 +398,12 @@ func (ks *keyspace) compactExpiry() {
 	for i := range ks.names {
 		s := &ks.names[i]
 		s.RLock()
-		for _, e := range s.m {
+		s.t.each(func(e *entry) bool {
 			if at := e.expireAt.Load(); at != 0 {
 				h.Push(at, e)
 			}
-		}
+			return true
+		})
 		s.RUnlock()
 	}
 	ks.exp.Lock()
@@ -408,13 +418,15 @@ func (ks *keyspace) each(sp *space, fn func(*entry) bool) {
 	for i := range ks.names {
 		s := &ks.names[i]
 		s.RLock()
-		for _, e := range s.m {
-			if (sp == nil || e.space == sp) && !fn(e) {
-				s.RUnlock()
-				return
-			}
-		}
+		stopped := false
+		s.t.each(func(e *entry) bool {
+			stopped = (sp == nil || e.space == sp) && !fn(e)
+			return !stopped
+		})
 		s.RUnlock()
+		if stopped {
+			return
+		}
 	}
 }
 
@@ -425,12 +437,13 @@ func (ks *keyspace) eachInline(i int, fn func(*entry)) int64 {
 	s.RLock()
 	defer s.RUnlock()
 	n := int64(0)
-	for _, e := range s.m {
+	s.t.each(func(e *entry) bool {
 		if e.inline {
 			fn(e)
 			n++
 		}
-	}
+		return true
+	})
 	return n
 }
 
