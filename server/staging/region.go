@@ -32,9 +32,29 @@ import (
 // more than the client needs for one request; the kernel closes the rest.
 const maxFDs = 4
 
-// region is one mapped client buffer.
+// region is one client buffer registered in a session: a reference to
+// the server's mapping of its file.
 type region struct {
 	mem []byte
+	m   *mapping
+}
+
+// mapping is the server's one mapping of a client's memfd, shared by every
+// session that registers the same file at the same size: an engine's
+// buffer registered on each of its sessions is mapped (and its page tables
+// filled) once, not once per session, and counted once against
+// MaxRegionBytes. Guarded by Server.mu.
+type mapping struct {
+	key  mapKey
+	mem  []byte
+	refs int
+}
+
+// mapKey names a file: the descriptor's device and inode, and the size
+// mapped.
+type mapKey struct {
+	dev, ino uint64
+	size     int64
 }
 
 // fdConn reads a session's socket, keeping the descriptors that arrive
@@ -167,26 +187,16 @@ func (s *Server) register(sess *Session, fd int, size int64) (uint32, error) {
 	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
 		return 0, fmt.Errorf("%w: the file must be a memfd sealed against shrinking (F_SEAL_SHRINK)", ErrBadRegion)
 	}
-	if err := s.reserveRegion(sess, size); err != nil {
+	m, err := s.mapRegion(sess, fd, mapKey{dev: uint64(st.Dev), ino: st.Ino, size: size})
+	if err != nil {
 		return 0, err
 	}
-	// MAP_POPULATE maps every page now, at registration, instead of one
-	// fault per 4 KiB page on the first copy into it: a fresh 16 MiB
-	// region otherwise costs 4,096 faults inside the first get, several
-	// times the copy itself. The pages are the client's memfd's (counted
-	// against MaxRegionBytes); a page the client never touched is
-	// allocated here, as the first copy would.
-	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
-	if err != nil {
-		s.unreserveRegion(sess, size)
-		return 0, fmt.Errorf("%w: mapping it: %v", ErrBadRegion, err)
-	}
+	mem := m.mem
 	// Exclusive: no request reads the region table meanwhile.
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.closed {
-		unix.Munmap(mem)
-		s.unreserveRegion(sess, size)
+		s.unmapRegion(sess, m)
 		return 0, ErrClosed
 	}
 	sess.nextRegion++
@@ -194,7 +204,7 @@ func (s *Server) register(sess *Session, fd int, size int64) (uint32, error) {
 	if sess.regions == nil {
 		sess.regions = map[uint32]*region{}
 	}
-	sess.regions[id] = &region{mem: mem}
+	sess.regions[id] = &region{mem: mem, m: m}
 	return id, nil
 }
 
@@ -209,40 +219,87 @@ func (s *Server) unregister(sess *Session, id uint32) error {
 	if !ok {
 		return fmt.Errorf("%w: no region %d in this session", ErrBadRegion, id)
 	}
-	size := int64(len(r.mem))
-	unix.Munmap(r.mem)
-	s.unreserveRegion(sess, size)
+	s.unmapRegion(sess, r.m)
 	return nil
 }
 
-// reserveRegion counts a region against MaxRegions and MaxRegionBytes.
-func (s *Server) reserveRegion(sess *Session, size int64) error {
+// mapRegion counts a region against sess's MaxRegions and returns the
+// server's mapping of the file key names, mapping fd when there is none
+// yet (its bytes counted against MaxRegionBytes).
+func (s *Server) mapRegion(sess *Session, fd int, key mapKey) (*mapping, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case sess.regionCount >= s.opts.MaxRegions:
-		return fmt.Errorf("%w: %d regions are registered in this session, at most %d", ErrLimit, sess.regionCount, s.opts.MaxRegions)
-	case s.mu.mapped+size > int64(s.opts.MaxRegionBytes):
-		return fmt.Errorf("%w: registered regions map %d of %d bytes", ErrLimit, s.mu.mapped, s.opts.MaxRegionBytes)
+	if sess.regionCount >= s.opts.MaxRegions {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d regions are registered in this session, at most %d", ErrLimit, sess.regionCount, s.opts.MaxRegions)
 	}
+	if m := s.mu.mappings[key]; m != nil {
+		m.refs++
+		sess.regionCount++
+		s.mu.Unlock()
+		return m, nil
+	}
+	if s.mu.mapped+key.size > int64(s.opts.MaxRegionBytes) {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: registered regions map %d of %d bytes", ErrLimit, s.mu.mapped, s.opts.MaxRegionBytes)
+	}
+	// Reserved before mapping, which is slow (below) and done unlocked.
 	sess.regionCount++
-	s.mu.mapped += size
-	return nil
-}
-
-func (s *Server) unreserveRegion(sess *Session, size int64) {
+	s.mu.mapped += key.size
+	s.mu.Unlock()
+	mem, err := unix.Mmap(fd, 0, int(key.size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		s.mu.Lock()
+		sess.regionCount--
+		s.mu.mapped -= key.size
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: mapping it: %v", ErrBadRegion, err)
+	}
+	// Every page mapped writable now, at registration, instead of one
+	// fault per 4 KiB page on the first copy into it (4,096 for 16 MiB,
+	// and on a VM with shadow page tables each costs tens of
+	// microseconds: a fresh region's first gets ran 20x slower).
+	// MAP_POPULATE would not do: on a shared mapping it maps pages
+	// read-only, and the first write to each still faults. The pages are
+	// the client's memfd's, counted against MaxRegionBytes; a kernel
+	// before 5.14 refuses the advice and the copies fault.
+	unix.Madvise(mem, unix.MADV_POPULATE_WRITE)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if m := s.mu.mappings[key]; m != nil {
+		// Another session mapped the same file meanwhile: use theirs.
+		m.refs++
+		s.mu.mapped -= key.size
+		unix.Munmap(mem)
+		return m, nil
+	}
+	m := &mapping{key: key, mem: mem, refs: 1}
+	if s.mu.mappings == nil {
+		s.mu.mappings = map[mapKey]*mapping{}
+	}
+	s.mu.mappings[key] = m
+	return m, nil
+}
+
+// unmapRegion releases sess's reference to m, unmapping it with the last.
+func (s *Server) unmapRegion(sess *Session, m *mapping) {
+	s.mu.Lock()
 	sess.regionCount--
-	s.mu.mapped -= size
+	m.refs--
+	last := m.refs == 0
+	if last {
+		delete(s.mu.mappings, m.key)
+		s.mu.mapped -= m.key.size
+	}
+	s.mu.Unlock()
+	if last {
+		unix.Munmap(m.mem)
+	}
 }
 
 // freeRegions unmaps every region of sess; sess.mu is held exclusively.
 func (s *Server) freeRegionsLocked(sess *Session) {
 	for id, r := range sess.regions {
-		size := int64(len(r.mem))
-		unix.Munmap(r.mem)
-		s.unreserveRegion(sess, size)
+		s.unmapRegion(sess, r.m)
 		delete(sess.regions, id)
 	}
 }

@@ -207,3 +207,48 @@ func TestCopySplit(t *testing.T) {
 		t.Fatalf("split copy into a truncated mapping: %d, %v", n, err)
 	}
 }
+
+// One memfd registered on two sessions is mapped once and counted once
+// against MaxRegionBytes; it stays mapped, and written, for one session
+// after the other ends, and is unmapped with the last.
+func TestRegionSharedBySessions(t *testing.T) {
+	handle := func(_ context.Context, s *Session, line []byte) []byte {
+		mem, ok := s.Region(1)
+		if !ok {
+			return []byte(`{"error":{"code":"bad_request"}}`)
+		}
+		if _, err := Copy(mem[len(line):], line); err != nil {
+			return []byte(`{"error":{"code":"fault"}}`)
+		}
+		return []byte(`{"ok":true}`)
+	}
+	s := newServer(t, Options{Handle: handle, MaxRegionBytes: 1 << 20})
+	fd, mem := memfd(t, 1<<20, unix.F_SEAL_SHRINK)
+	var rcs []*regionClient
+	for range 2 {
+		c, a, _ := open(t, s, `{"size":4096}`+"\n")
+		if a.Error != nil {
+			t.Fatal(a.Error)
+		}
+		rc := &regionClient{t: t, c: c, r: bufio.NewReader(c)}
+		if got := rc.call(`{"op":"register","size":1048576}`, fd); got["region"] != 1.0 {
+			t.Fatalf("register on session %d: %v", len(rcs), got)
+		}
+		rcs = append(rcs, rc)
+	}
+	if s.Regions() != 1<<20 {
+		t.Fatalf("one file on two sessions maps %d bytes", s.Regions())
+	}
+	rcs[0].c.Close()
+	if got := rcs[1].call(`{"x":"second"}`, -1); got["ok"] != true || !bytes.Contains(mem, []byte(`{"x":"second"}`)) {
+		t.Fatalf("the other session's region after the first ended: %v", got)
+	}
+	rcs[1].c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Regions() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s.Regions() != 0 {
+		t.Fatalf("after both sessions ended %d bytes are still mapped", s.Regions())
+	}
+}

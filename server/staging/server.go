@@ -49,9 +49,12 @@ type Server struct {
 		open   int
 		used   int64
 		owners map[string]*ownerUse
-		// mapped is the bytes of every session's registered regions.
+		// mapped is the bytes of the regions' mappings (one per file,
+		// however many sessions registered it).
 		mapped int64
-		closed bool
+		// mappings are the clients' memfds mapped, by file (region.go).
+		mappings map[mapKey]*mapping
+		closed   bool
 	}
 }
 
