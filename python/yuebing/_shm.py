@@ -211,7 +211,7 @@ class Staging:
 
 
 _serials = itertools.count(1)
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux, Python 3.10 and later
+_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)  # Linux 5.14; Python names it from 3.12
 
 
 class MemfdBuffer:
@@ -226,13 +226,19 @@ class MemfdBuffer:
         try:
             os.ftruncate(fd, size)
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
-            # Pages allocated and mapped now rather than one fault per
-            # 4 KiB page inside the first get_into (4,096 for 16 MiB, on
-            # both sides: here and in the node's mapping of the region).
-            self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE)
+            self.mm = mmap.mmap(fd, size)
         except BaseException:
             os.close(fd)
             raise
+        try:
+            # Pages allocated and mapped writable now rather than one
+            # fault per 4 KiB page inside the first get_into or fill
+            # (4,096 for 16 MiB; on a VM with shadow page tables each
+            # costs tens of microseconds). MAP_POPULATE would map a
+            # shared mapping's pages read-only, and writes still fault.
+            self.mm.madvise(_POPULATE_WRITE)
+        except (OSError, ValueError):
+            pass  # a kernel before 5.14: the first touches fault instead
         self.fd = fd
         self.size = size
         self.serial = next(_serials)
