@@ -22,6 +22,8 @@ type Flags struct {
 	NoKill, NoDurable bool
 	// Engines is the number of engines; 0 runs none.
 	Engines int
+	// S3 are the --s3* settings, which set Options.S3.
+	S3 S3Flags
 }
 
 // Parse checks f, reporting every problem at once and naming its flag, and
@@ -30,6 +32,10 @@ func (f *Flags) Parse() (Options, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	o := f.Options
+	var err error
+	if o.S3, err = f.S3.Parse(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, s := range []struct {
 		name, v string
 		dst     func(int64)

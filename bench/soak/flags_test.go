@@ -24,6 +24,8 @@ func TestFlagsParse(t *testing.T) {
 			"--durable-every: 0s, want > 0 (or --no-durable)", "--duration: 0s, want > 0"}},
 		{"engine kill", func(f *Flags) { f.EngineKillEvery = -time.Second }, []string{"--engine-kill-every: -1s"}},
 		{"options", func(f *Flags) { f.DRAMCapacity = "1MiB" }, []string{"soak: capacities DRAM"}},
+		{"s3 flags with the rest", func(f *Flags) { f.S3.Capacity, f.MaxValue = "1GiB", "x" }, []string{"--s3-*: want --s3", "--max-value: "}},
+		{"s3 options", func(f *Flags) { f.S3 = S3Flags{Local: true, Capacity: "1MiB"} }, []string{"s3: capacity 1048576"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := ok

@@ -22,6 +22,7 @@ import (
 
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/client"
+	"github.com/yuebing/yuebing/tier/s3/versitygw"
 	"github.com/yuebing/yuebing/tier/ssd"
 )
 
@@ -82,6 +83,8 @@ type Options struct {
 	// RouterWorkers is the number of goroutines sending requests through
 	// the router. Default 2.
 	RouterWorkers int
+	// S3 gives each node an S3 tier under its SSD; off by default.
+	S3 S3Options
 	// Seed makes the load repeatable. Default 1.
 	Seed uint64
 	// Log receives progress lines. Default io.Discard.
@@ -146,6 +149,7 @@ func (o *Options) EnsureDefaults() {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	o.S3.ensureDefaults(o)
 }
 
 // Validate reports every invalid field.
@@ -184,6 +188,7 @@ func (o *Options) Validate() error {
 	if o.Window <= 0 || o.RestartFor <= 0 {
 		bad("window and restart-for must be positive")
 	}
+	o.S3.validate(o, bad)
 	return errors.Join(errs...)
 }
 
@@ -193,10 +198,11 @@ func (o *Options) durableBytes() int64 { return o.DRAMCapacity + 1<<20 }
 
 // RSSBound is the resident memory a node may use: its DRAM arena, the
 // heap the in-flight limit allows, its pebble index on disk (the most its
-// block cache and memtables could mirror) and 1 GiB for everything else
-// (Go runtime, connection buffers, the key tables, an embedded etcd).
+// block cache and memtables could mirror), what its S3 tier may buffer for
+// upload, and 1 GiB for everything else (Go runtime, connection buffers,
+// the key tables, an embedded etcd).
 func (o *Options) RSSBound(index int64) int64 {
-	return o.DRAMCapacity + o.MaxInflightBytes + index + 1<<30
+	return o.DRAMCapacity + o.MaxInflightBytes + index + o.S3.memBytes() + 1<<30
 }
 
 // Node is one node's figures.
@@ -268,7 +274,9 @@ type Result struct {
 	NodeLog   map[string]int64
 	KillTimes []time.Duration
 	// Router is the router part's figures; nil without engines.
-	Router       *Router
+	Router *Router
+	// S3 is the S3 tier's figures; nil without one.
+	S3           *S3
 	Dir          string
 	Cluster      bool
 	DRAM, SSD    int64
@@ -277,22 +285,26 @@ type Result struct {
 }
 
 // Failed says whether the soak found a fault: a corrupt read, a lost write,
-// a node over its memory bound, or a fault of the router's (see
-// Router.Failed).
+// a node over its memory bound, a fault of the router's (see
+// Router.Failed) or of the S3 tier's (S3.Failed).
 func (r *Result) Failed() bool {
-	return r.CorruptReads > 0 || r.LostWrites > 0 || r.RSSExceeded || (r.Router != nil && r.Router.Failed())
+	return r.CorruptReads > 0 || r.LostWrites > 0 || r.RSSExceeded || (r.Router != nil && r.Router.Failed()) ||
+		(r.S3 != nil && r.S3.Failed())
 }
 
 // soak is one run.
 type soak struct {
 	o     Options
 	nodes []*bench.Node
-	rt    *soakRouter // nil without engines
+	rt    *soakRouter       // nil without engines
+	s3srv *versitygw.Server // the local S3 server; nil without one
+	s3    s3State
 	start time.Time
 
 	requests, hits, misses, corrupt, stale atomic.Int64
 	durAcked, durChecked, lost, durInDRAM  atomic.Int64
 	putBytes, outsideRestarts              atomic.Int64
+	s3OutageErrors                         atomic.Int64
 	durSeq                                 atomic.Uint64
 
 	mu        sync.Mutex
@@ -333,6 +345,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		if s.rt != nil {
 			s.rt.stop()
+		}
+		if s.s3srv != nil {
+			s.s3srv.Stop()
+		}
+	}
+	if o.S3.Local {
+		var err error
+		if s.s3srv, err = startS3Server(ctx, o.S3.Versitygw, dir); err != nil {
+			return nil, err
 		}
 	}
 	if err := s.startNodes(ctx, dir); err != nil {
@@ -381,7 +402,11 @@ func (s *soak) startNodes(ctx context.Context, dir string) error {
 	}}
 	for i := range count {
 		name := string(rune('a' + i))
-		n := &bench.Node{Proc: bench.Proc{Name: name, Bin: o.Binary, Env: env}, Dir: filepath.Join(dir, name), Hc: hc}
+		nodeEnv := env
+		if o.S3.Enabled() {
+			nodeEnv = append(slices.Clone(env), s.s3Env(name)...)
+		}
+		n := &bench.Node{Proc: bench.Proc{Name: name, Bin: o.Binary, Env: nodeEnv}, Dir: filepath.Join(dir, name), Hc: hc}
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			return err
 		}
@@ -408,6 +433,11 @@ func (s *soak) startNodes(ctx context.Context, dir string) error {
 		s.nodes = append(s.nodes, n)
 		if _, err := n.Start(ctx, o.RestartFor); err != nil {
 			return err
+		}
+		if o.S3.Enabled() {
+			// The first start checked the bucket; a restart while the S3
+			// server is down must come up degraded instead of failing.
+			n.Env = append(n.Env, "YUEBING_S3_DEGRADED_OK=true")
 		}
 		n.UpSince.Store(time.Now().UnixNano())
 	}
@@ -484,6 +514,9 @@ func (s *soak) done(ctx context.Context, op string, t0 time.Time, err error) {
 		kind = errorKind(err)
 		if s.allUp() {
 			s.outsideRestarts.Add(1)
+			if s.o.S3.Enabled() && s.s3.inOutage() {
+				s.s3OutageErrors.Add(1)
+			}
 		}
 	}
 	s.mu.Lock()
@@ -566,6 +599,13 @@ func (s *soak) run(ctx context.Context) *Result {
 	sampCtx, stopSampler := context.WithCancel(ctx)
 	var sampWG sync.WaitGroup
 	sampWG.Go(func() { s.sampleRSS(sampCtx) })
+	if o.S3.Enabled() {
+		sampWG.Go(func() { s.sampleS3(sampCtx) })
+	}
+	var s3Err error
+	if s.s3srv != nil && o.S3.KillAt > 0 {
+		wg.Go(func() { s3Err = s.killS3(ctx, loadCtx) })
+	}
 	var maxDown time.Duration
 	retries := 0
 	var fatal error
@@ -578,6 +618,9 @@ func (s *soak) run(ctx context.Context) *Result {
 	killWG.Wait()
 	stopSampler()
 	sampWG.Wait()
+	if s3Err != nil {
+		s.logf("S3 server restart failed: %v", s3Err)
+	}
 	if fatal != nil {
 		s.logf("restart failed: %v", fatal)
 		s.mu.Lock()
@@ -590,6 +633,9 @@ func (s *soak) run(ctx context.Context) *Result {
 		res.Router = s.rt.result(ctx)
 	}
 	res.MaxDowntime, res.RestartRetries = maxDown, retries
+	if o.S3.Enabled() {
+		res.S3 = s.s3Result()
+	}
 	if fatal != nil {
 		// A node that cannot come back has lost everything it held.
 		res.LostWrites++
@@ -914,6 +960,9 @@ func Report(res *Result) *bench.Report {
 	}
 	if rt := res.Router; rt != nil {
 		soakRouterRow(row, rt)
+	}
+	if res.S3 != nil {
+		soakS3Row(row, res.S3)
 	}
 	if len(res.NodeLog) > 0 {
 		logged := map[string]any{}

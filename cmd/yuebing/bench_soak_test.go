@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/yuebing/yuebing/tier/s3/versitygw"
 )
 
 // TestBenchSoak runs the soak briefly on one real node with one kill -9:
@@ -97,6 +99,78 @@ func TestBenchSoak(t *testing.T) {
 	}
 }
 
+// TestBenchSoakS3 runs the soak briefly on one node with an S3 tier under
+// its SSD, on a versitygw the soak starts, killed at 8 s for 6 s: blocks
+// go down to the bucket and are read back from it, the tier reports
+// itself degraded while the server is down and healthy after, and no
+// client request fails (no node is killed, so any error is the tier's).
+func TestBenchSoakS3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 24 s soak")
+	}
+	if versitygw.Binary() == "" {
+		t.Skip(versitygw.ErrNotInstalled)
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "bench", "soak", "--duration", "24s", "--no-kill", "--engines", "0",
+		"--dram-capacity", "16MiB", "--ssd-capacity", "64MiB", "--max-inflight-bytes", "64MiB",
+		"--max-value", "128KiB", "--no-durable", "--window", "4s",
+		"--s3", "--s3-segment-size", "2MiB", "--s3-kill-at", "8s", "--s3-down-for", "6s",
+		"--dir", filepath.Join(dir, "soak"), "--json")
+	cmd.Env = envWithout("YUEBING_")
+	out, err := cmd.Output()
+	var stderr []byte
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = ee.Stderr
+	}
+	if err != nil {
+		t.Fatalf("bench soak --s3: %v\n%s\n%s", err, out, stderr)
+	}
+	var rep struct {
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("bench soak --json: %v\n%s", err, out)
+	}
+	var row map[string]any
+	for _, r := range rep.Results {
+		if r["name"] == "soak" {
+			row = r
+		}
+	}
+	if row == nil {
+		t.Fatalf("no soak row: %s", out)
+	}
+	num := func(k string) float64 {
+		t.Helper()
+		v, ok := row[k].(float64)
+		if !ok {
+			t.Fatalf("soak row has no %s: %v", k, row)
+		}
+		return v
+	}
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"requests > 0", num("requests") > 0},
+		{"no client errors", num("error_total") == 0 && num("s3_outage_errors") == 0},
+		{"no corrupt reads", num("corrupt_reads") == 0 && num("s3_corrupt") == 0},
+		{"blocks demoted to S3", num("s3_demoted_blocks") > 0},
+		{"reads served from S3", num("s3_hits") > 0},
+		{"one S3 kill", num("s3_kills") == 1},
+		{"the tier reported the outage", row["s3_degraded_seen"] == true && num("s3_degraded_s") > 0},
+		{"the tier recovered", row["s3_recovered"] == true && num("s3_recoveries") >= 1},
+		{"passed", row["passed"] == true},
+	} {
+		if !c.ok {
+			t.Errorf("%s: %v", c.name, row)
+		}
+	}
+}
+
 // TestBenchSoakBadFlags: invalid settings are usage errors naming what is
 // wrong, before any node starts.
 func TestBenchSoakBadFlags(t *testing.T) {
@@ -118,6 +192,10 @@ func TestBenchSoakBadFlags(t *testing.T) {
 		{[]string{"--engine-kill-every", "-1s"}, "--engine-kill-every"},
 		{[]string{"--router-workers", "65"}, "router workers"},
 		{[]string{"--engines", "17"}, "engines 17"},
+		{[]string{"--s3-capacity", "1GiB"}, "--s3-*: want --s3"},
+		{[]string{"--s3", "--s3-capacity", "1MiB"}, "s3: capacity"},
+		{[]string{"--s3-endpoint", "127.0.0.1:9000"}, "--s3-endpoint and --s3-bucket go together"},
+		{[]string{"--s3", "--s3-kill-at", "20m"}, "within the duration"},
 	} {
 		root := newRootCmd()
 		var out bytes.Buffer
