@@ -29,8 +29,8 @@ func TestKeyTableMemory(t *testing.T) {
 	runtime.ReadMemStats(&m0)
 	for i := range n {
 		nm := name(i)
-		e := newEntryOf(sp, compose(nil, sp, nm), "", nil, &blockRef{key: blockKey(sp.name, nm, uint64(i)), size: 1})
-		ks.swap(e.key(), nil, e)
+		e := newEntryOf(sp, nm, "", nil, &blockRef{key: blockKey(sp.name, nm, uint64(i)), size: 1})
+		ks.swap(nil, e)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
@@ -57,8 +57,8 @@ func BenchmarkExpire(b *testing.B) {
 	defer st.Close()
 	ks := newKeyspace()
 	sp := ks.space("default/redis")
-	e := newEntryOf(sp, compose(nil, sp, []byte("k")), "", nil, &blockRef{key: blockKey(sp.name, []byte("k"), 1)})
-	ks.swap(e.key(), nil, e)
+	e := newEntryOf(sp, []byte("k"), "", nil, &blockRef{key: blockKey(sp.name, []byte("k"), 1)})
+	ks.swap(nil, e)
 	b.Run("table", func(b *testing.B) {
 		b.ReportAllocs()
 		at := int64(1 << 40)

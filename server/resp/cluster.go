@@ -53,7 +53,7 @@ func (c *conn) writtenHere(name []byte, e *entry) {
 			c.s.opts.Logger.Warn("resp: a SET did not reach every node; those keep an older value until written again", "err", err, "like_since_last", skipped)
 		}
 	}
-	if newer && c.s.ks.swap(e.key(), e, nil) {
+	if newer && c.s.ks.swap(e, nil) {
 		c.s.freeValue(e)
 	}
 }
@@ -117,7 +117,7 @@ func (s *Server) ForgetLocal(namespace, name string, gen uint64, winsTie bool) (
 	case e.gen > gen, e.gen == gen && !winsTie:
 		return false, e.liveAt(s.nowMs())
 	}
-	if s.ks.swap(e.key(), e, nil) {
+	if s.ks.swap(e, nil) {
 		s.freeValue(e)
 		return e.liveAt(s.nowMs()), false
 	}
@@ -132,7 +132,7 @@ func (s *Server) ExpireLocal(namespace, name string, gen uint64, at int64) bool 
 		return false
 	}
 	if at != 0 && at <= s.nowMs() {
-		if s.ks.swap(e.key(), e, nil) {
+		if s.ks.swap(e, nil) {
 			s.freeValue(e)
 			return true
 		}

@@ -81,9 +81,9 @@ func incrBy(c *conn, name []byte, delta int64) error {
 		swapped := false
 		if old != nil {
 			// The deadline carried over must still be the key's.
-			swapped = c.s.ks.swapIf(ne.key(), old, ne, expireAt)
+			swapped = c.s.ks.swapIf(old, ne, expireAt)
 		} else {
-			swapped = c.s.ks.swap(ne.key(), nil, ne)
+			swapped = c.s.ks.swap(nil, ne)
 		}
 		if !swapped {
 			c.s.freeValue(ne) // written meanwhile: read again

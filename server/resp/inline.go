@@ -42,7 +42,7 @@ func (e *entry) cost() int64 { return int64(e.klen+e.vlen) + entryOverhead }
 // newInline returns the inline entry of a new value of name. val is
 // copied.
 func (c *conn) newInline(name, val []byte, expireAt int64) *entry {
-	e := newEntryOf(c.sp, c.tableKey(name), "", val, nil)
+	e := newEntryOf(c.sp, name, "", val, nil)
 	e.gen = c.s.nextGen()
 	e.crc = block.Checksum(val)
 	if _, isPayload := partner(nil, c.sp, name); !isPayload && c.payloadStored(c.sp, name) {
@@ -75,7 +75,7 @@ func (s *Server) pin(ctx context.Context, e *entry) (*tier.Handle, error) {
 	if block.Checksum(e.val()) != e.crc {
 		s.stats.corrupt.Add(1)
 		s.opts.Logger.Warn("resp: an inline value failed its checksum; dropped", "key", e.name())
-		if s.ks.swap(e.key(), e, nil) {
+		if s.ks.swap(e, nil) {
 			s.freeValue(e)
 		}
 		return nil, tier.ErrCorrupt
@@ -178,7 +178,7 @@ func (s *Server) evictInline(target int64) {
 // evict removes e as the store's eviction removes a block's key: with its
 // LMCache pair partner.
 func (s *Server) evict(e *entry) {
-	if s.ks.swap(e.key(), e, nil) {
+	if s.ks.swap(e, nil) {
 		s.freeValue(e)
 		s.stats.evicted.Add(1)
 		s.dropPartner(e)

@@ -125,7 +125,7 @@ func TestInlineMemory(t *testing.T) {
 	for i := range n {
 		name := fmt.Appendf(nil, "key:%012d", i)
 		e := c.newInline(name, val, 0)
-		s.ks.swap(e.key(), nil, e)
+		s.ks.swap(nil, e)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&m1)

@@ -14,7 +14,7 @@ func (c *conn) find(name []byte) *entry {
 	c.kbuf = compose(c.kbuf[:0], c.sp, name)
 	raw := c.s.ks.get(c.kbuf)
 	e := c.resolve(raw, name)
-	if e == nil && raw != nil && c.s.ks.swap(raw.key(), raw, nil) {
+	if e == nil && raw != nil && c.s.ks.swap(raw, nil) {
 		c.s.freeValue(raw)
 		if !raw.liveAt(c.s.nowMs()) {
 			c.s.stats.expired.Add(1)
@@ -73,7 +73,7 @@ func (c *conn) findRemote(name []byte) *entry {
 	if err != nil {
 		return nil
 	}
-	e := newEntryOf(c.sp, compose(nil, c.sp, name), "", nil, &blockRef{key: rk.Block, size: rk.Size, remote: &rk})
+	e := newEntryOf(c.sp, name, "", nil, &blockRef{key: rk.Block, size: rk.Size, remote: &rk})
 	e.gen = rk.Gen
 	e.expireAt.Store(rk.ExpireAtMs)
 	if !e.liveAt(c.s.nowMs()) {
@@ -168,7 +168,7 @@ func (c *conn) open(name []byte) (h *tier.Handle, e *entry, msg string) {
 			return nil, nil, storeError(err, 0)
 		}
 		storeCounted = true
-		c.s.ks.swap(e.key(), e, nil) // fails if replaced meanwhile
+		c.s.ks.swap(e, nil) // fails if replaced meanwhile
 	}
 	c.s.stats.misses.Add(1)
 	return nil, nil, ""
@@ -295,7 +295,7 @@ func cmdDel(c *conn, args [][]byte) error {
 // a value was deleted.
 func (c *conn) del(name []byte) bool {
 	deleted := false
-	if e := c.find(name); e != nil && c.s.ks.swap(e.key(), e, nil) {
+	if e := c.find(name); e != nil && c.s.ks.swap(e, nil) {
 		c.s.freeValue(e)
 		deleted = true
 	}

@@ -3,6 +3,7 @@ package resp
 import (
 	"bytes"
 	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -31,9 +32,9 @@ import (
 // value in one allocation behind p, and what only block values need
 // behind blk, nil for inline ones.
 type entry struct {
-	// p points to the table key (namespace + "\x00" + name, klen bytes)
-	// followed by an inline value (vlen bytes). The key bytes never
-	// change: the table's map holds a string of them.
+	// p points to the key's name (klen bytes; the namespace is space's)
+	// followed by an inline value (vlen bytes). The name's bytes never
+	// change.
 	p     unsafe.Pointer
 	space *space
 	blk   *blockRef // the block holding the value; nil for an inline value
@@ -67,12 +68,13 @@ type blockRef struct {
 	remote *RemoteKey
 }
 
-// newEntryOf returns an entry of table key key whose value is val,
-// inline when ref is nil. Both are copied into one allocation.
-func newEntryOf(sp *space, key []byte, keyStr string, val []byte, ref *blockRef) *entry {
-	n := len(key) + len(keyStr)
+// newEntryOf returns an entry of name (given as name or nameStr) in sp
+// whose value is val, inline when ref is nil. Name and value are copied
+// into one allocation.
+func newEntryOf(sp *space, name []byte, nameStr string, val []byte, ref *blockRef) *entry {
+	n := len(name) + len(nameStr)
 	buf := make([]byte, n+len(val))
-	copy(buf[copy(buf, key):], keyStr)
+	copy(buf[copy(buf, name):], nameStr)
 	copy(buf[n:], val)
 	e := &entry{space: sp, blk: ref, klen: uint32(n), vlen: uint32(len(val)), inline: ref == nil}
 	if len(buf) > 0 {
@@ -80,9 +82,6 @@ func newEntryOf(sp *space, key []byte, keyStr string, val []byte, ref *blockRef)
 	}
 	return e
 }
-
-// key is the table key: namespace + "\x00" + name.
-func (e *entry) key() string { return unsafe.String((*byte)(e.p), e.klen) }
 
 // val is an inline value's bytes. Nobody writes them but tests that
 // corrupt a value on purpose.
@@ -119,7 +118,7 @@ func (e *entry) remote() *RemoteKey {
 	return e.blk.remote
 }
 
-func (e *entry) name() string { return e.key()[len(e.space.name)+1:] }
+func (e *entry) name() string { return unsafe.String((*byte)(e.p), e.klen) }
 
 func (e *entry) liveAt(nowMs int64) bool {
 	at := e.expireAt.Load()
@@ -212,6 +211,23 @@ func compose(dst []byte, sp *space, name []byte) []byte {
 // others the slot in the shard's table.
 func (ks *keyspace) hash(key string) uint64 { return maphash.String(ks.seed, key) }
 
+// hashEntry is the hash of e's table key, the same as hash of it
+// composed: maphash hashes the bytes written, however they are split.
+func hashEntry(seed maphash.Seed, e *entry) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(e.space.name)
+	h.WriteByte(0)
+	h.WriteString(e.name())
+	return h.Sum64()
+}
+
+// splitKey is the namespace and name of a table key.
+func splitKey(key string) (ns, name string) {
+	ns, name, _ = strings.Cut(key, "\x00")
+	return ns, name
+}
+
 // bstr is b as a string for a lookup that does not keep it.
 func bstr(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
@@ -221,27 +237,34 @@ func blockShard(k block.Key) int { return int(k[0]) % shards }
 func (ks *keyspace) get(key []byte) *entry {
 	k := bstr(key)
 	h := ks.hash(k)
+	ns, name := splitKey(k)
 	s := &ks.names[h%shards]
 	s.RLock()
-	e := s.t.get(k, h)
+	e := s.t.get(ns, name, h)
 	s.RUnlock()
 	return e
 }
 
-// swap replaces the entry of key with next (nil removes it) if it is still
-// old (nil: absent), and reports whether it did. The caller deletes old's
-// block from the store.
-func (ks *keyspace) swap(key string, old, next *entry) bool {
-	return ks.swapIf(key, old, next, -1)
+// swap replaces the entry of a key with next (nil removes it) if it is
+// still old (nil: absent), and reports whether it did. old and next, the
+// one that is not nil, name the key. The caller deletes old's block from
+// the store.
+func (ks *keyspace) swap(old, next *entry) bool {
+	return ks.swapIf(old, next, -1)
 }
 
 // swapIf is swap that also requires old's deadline to be at, unless at is
 // negative.
-func (ks *keyspace) swapIf(key string, old, next *entry, at int64) bool {
-	h := ks.hash(key)
+func (ks *keyspace) swapIf(old, next *entry, at int64) bool {
+	k := next
+	if k == nil {
+		k = old
+	}
+	h := hashEntry(ks.seed, k)
+	ns, name := k.space.name, k.name()
 	s := &ks.names[h%shards]
 	s.Lock()
-	cur := s.t.get(key, h)
+	cur := s.t.get(ns, name, h)
 	if cur != old || at >= 0 && (old == nil || old.expireAt.Load() != at) {
 		s.Unlock()
 		return false
@@ -249,7 +272,7 @@ func (ks *keyspace) swapIf(key string, old, next *entry, at int64) bool {
 	if next != nil {
 		s.t.set(next, h)
 	} else {
-		s.t.del(key, h)
+		s.t.del(ns, name, h)
 	}
 	ks.account(old, -1)
 	ks.account(next, +1)
@@ -317,21 +340,19 @@ func (ks *keyspace) byBlock(k block.Key) *entry {
 }
 
 func (ks *keyspace) current(e *entry) bool {
-	k := e.key()
-	h := ks.hash(k)
+	h := hashEntry(ks.seed, e)
 	s := &ks.names[h%shards]
 	s.RLock()
 	defer s.RUnlock()
-	return s.t.get(k, h) == e
+	return s.t.get(e.space.name, e.name(), h) == e
 }
 
 // setExpiry sets e's deadline (0 removes it) if e is still current.
 func (ks *keyspace) setExpiry(e *entry, at int64) bool {
-	k := e.key()
-	h := ks.hash(k)
+	h := hashEntry(ks.seed, e)
 	s := &ks.names[h%shards]
 	s.Lock()
-	if s.t.get(k, h) != e {
+	if s.t.get(e.space.name, e.name(), h) != e {
 		s.Unlock()
 		return false
 	}
@@ -373,7 +394,7 @@ func (ks *keyspace) due(nowMs int64, limit int) []*entry {
 	}
 	ks.exp.Unlock()
 	for i, e := range popped {
-		if ks.swapIf(e.key(), e, nil, ats[i]) {
+		if ks.swapIf(e, nil, ats[i]) {
 			out = append(out, e)
 		}
 	}

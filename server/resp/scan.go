@@ -157,7 +157,7 @@ func flush(c *conn, args [][]byte, sp *space) error {
 		return true
 	})
 	for _, e := range es {
-		if c.s.ks.swap(e.key(), e, nil) {
+		if c.s.ks.swap(e, nil) {
 			c.s.freeValue(e)
 		}
 	}

@@ -189,7 +189,7 @@ func (s *Server) load() uint64 {
 		}
 		best[ck] = found{rec, k, info.Size}
 	}
-	for ck, f := range best {
+	for _, f := range best {
 		if f.rec.flags&flagPaired != 0 {
 			pk, _ := partner(nil, &space{name: f.rec.ns}, []byte(f.rec.name))
 			if _, ok := best[string(pk)]; !ok {
@@ -197,12 +197,12 @@ func (s *Server) load() uint64 {
 				continue
 			}
 		}
-		e := newEntryOf(s.ks.space(f.rec.ns), nil, ck, nil, &blockRef{key: f.k, size: f.size})
+		e := newEntryOf(s.ks.space(f.rec.ns), nil, f.rec.name, nil, &blockRef{key: f.k, size: f.size})
 		e.gen, e.paired = f.rec.gen, f.rec.flags&flagPaired != 0
 		e.expireAt.Store(f.rec.expireAt)
-		s.ks.swap(ck, nil, e)
+		s.ks.swap(nil, e)
 		if !s.store.Contains(f.k) {
-			s.ks.swap(ck, e, nil) // dropped since it was scanned
+			s.ks.swap(e, nil) // dropped since it was scanned
 		}
 	}
 	return maxGen
@@ -217,7 +217,7 @@ func (s *Server) nextGen() uint64 { return s.gen.Add(1) }
 // chunk it cannot read.
 func (s *Server) dropped(k block.Key) {
 	e := s.ks.byBlock(k)
-	if e == nil || !s.ks.swap(e.key(), e, nil) {
+	if e == nil || !s.ks.swap(e, nil) {
 		return
 	}
 	s.stats.evicted.Add(1)
@@ -236,7 +236,7 @@ func (s *Server) dropPartner(e *entry) {
 	if p == nil || !(isPayload && p.paired || !isPayload && e.paired) {
 		return
 	}
-	if s.ks.swap(p.key(), p, nil) {
+	if s.ks.swap(p, nil) {
 		s.stats.evicted.Add(1)
 		if k, ok := valueBlock(p); ok {
 			select {
@@ -477,8 +477,7 @@ func (s *Server) namespace(tenant string) (*space, error) {
 // conn is one client connection, served by one goroutine.
 type conn struct {
 	s *Server
-	// keyBuf is scratch for composing a table key that newEntryOf then
-	// copies: one allocation per new key instead of two.
+	// keyBuf is scratch for the table key of a SET's name (install).
 	keyBuf []byte
 	nc     net.Conn
 	r      *reader

@@ -91,17 +91,10 @@ func (c *conn) checkKey(name []byte) string {
 	return ""
 }
 
-// tableKey returns the table key of name in the connection's space, in
-// scratch memory valid until the next call.
-func (c *conn) tableKey(name []byte) []byte {
-	c.keyBuf = compose(c.keyBuf[:0], c.sp, name)
-	return c.keyBuf
-}
-
 // newEntry prepares the entry, block key and record of a new value of name.
 func (c *conn) newEntry(name []byte, size, expireAt int64) (*entry, tier.PutOptions) {
 	gen := c.s.nextGen()
-	e := newEntryOf(c.sp, c.tableKey(name), "", nil, &blockRef{key: blockKey(c.sp.name, name, gen), size: size})
+	e := newEntryOf(c.sp, name, "", nil, &blockRef{key: blockKey(c.sp.name, name, gen), size: size})
 	e.gen = gen
 	if _, isPayload := partner(nil, c.sp, name); !isPayload && c.payloadStored(c.sp, name) {
 		e.paired = true
@@ -314,7 +307,8 @@ func (c *conn) setSkipped(name []byte, o setOpts) error {
 // and deletes the block it replaces. The table switches in one step, so a
 // concurrent GET reads the old value or the new one, never neither.
 func (c *conn) install(name []byte, e *entry, o setOpts, reply bool) error {
-	key := []byte(e.key())
+	c.keyBuf = compose(c.keyBuf[:0], c.sp, name)
+	key := c.keyBuf
 	for {
 		raw := c.s.ks.get(key)
 		cur := c.resolve(raw, name)
@@ -339,7 +333,7 @@ func (c *conn) install(name []byte, e *entry, o setOpts, reply bool) error {
 		if o.keepTTL && cur != nil {
 			e.expireAt.Store(cur.expireAt.Load())
 		}
-		if !c.s.ks.swap(e.key(), raw, e) {
+		if !c.s.ks.swap(raw, e) {
 			if old != nil {
 				old.Release()
 			}
@@ -434,7 +428,7 @@ func (c *conn) replaced(name []byte, raw, e *entry) {
 		c.s.freeValue(raw)
 	}
 	if !c.s.present(e) {
-		c.s.ks.swap(e.key(), e, nil) // evicted before it was in the table
+		c.s.ks.swap(e, nil) // evicted before it was in the table
 	}
 	c.writtenHere(name, e)
 	c.s.stats.sets.Add(1)

@@ -362,7 +362,7 @@ func TestExpiry(t *testing.T) {
 		if got := c.do("TTL", "b"); got != ":8\r\n" {
 			t.Errorf("TTL b = %q", got)
 		}
-		if st := s.Stats(); st.InlineKeys != 1 || st.InlineBytes != 1+int64(len("default/redis\x00b"))+entryOverhead {
+		if st := s.Stats(); st.InlineKeys != 1 || st.InlineBytes != 1+int64(len("b"))+entryOverhead {
 			t.Errorf("%d inline keys of %d bytes, want 1 (b)", st.InlineKeys, st.InlineBytes)
 		}
 		// Repeated EXPIREs leave stale heap entries; the sweep keeps the

@@ -40,8 +40,8 @@ func (t *table) home(h uint64) int { return int(h>>8) & (len(t.slots) - 1) }
 
 func (t *table) len() int { return t.n }
 
-// get returns the entry of key, hashed h, or nil.
-func (t *table) get(key string, h uint64) *entry {
+// get returns the entry of name in namespace ns, hashed h, or nil.
+func (t *table) get(ns, name string, h uint64) *entry {
 	if t.n == 0 {
 		return nil
 	}
@@ -51,7 +51,7 @@ func (t *table) get(key string, h uint64) *entry {
 		case 0:
 			return nil
 		case tag:
-			if e := t.slots[i]; e.key() == key {
+			if e := t.slots[i]; e.name() == name && e.space.name == ns {
 				return e
 			}
 		}
@@ -63,7 +63,7 @@ func (t *table) set(e *entry, h uint64) {
 	if (t.n+1)*maxLoadDen > len(t.slots)*maxLoadNum {
 		t.grow()
 	}
-	tag, mask, key := tagOf(h), len(t.slots)-1, e.key()
+	tag, mask, ns, name := tagOf(h), len(t.slots)-1, e.space.name, e.name()
 	for i := t.home(h); ; i = (i + 1) & mask {
 		switch t.tags[i] {
 		case 0:
@@ -71,7 +71,7 @@ func (t *table) set(e *entry, h uint64) {
 			t.n++
 			return
 		case tag:
-			if t.slots[i].key() == key {
+			if o := t.slots[i]; o.name() == name && o.space.name == ns {
 				t.slots[i] = e
 				return
 			}
@@ -79,10 +79,10 @@ func (t *table) set(e *entry, h uint64) {
 	}
 }
 
-// del removes the entry of key, hashed h, if there is one, and shifts
-// the entries of the probe run after it back, so lookups never cross a
-// hole they should not.
-func (t *table) del(key string, h uint64) {
+// del removes the entry of name in ns, hashed h, if there is one, and
+// shifts the entries of the probe run after it back, so lookups never
+// cross a hole they should not.
+func (t *table) del(ns, name string, h uint64) {
 	if t.n == 0 {
 		return
 	}
@@ -92,7 +92,7 @@ func (t *table) del(key string, h uint64) {
 		if t.tags[i] == 0 {
 			return
 		}
-		if t.tags[i] == tag && t.slots[i].key() == key {
+		if e := t.slots[i]; t.tags[i] == tag && e.name() == name && e.space.name == ns {
 			break
 		}
 	}
@@ -100,7 +100,7 @@ func (t *table) del(key string, h uint64) {
 	// its home does not lie cyclically in (hole, its slot].
 	hole := i
 	for j := (i + 1) & mask; t.tags[j] != 0; j = (j + 1) & mask {
-		home := t.home(maphash.String(t.seed, t.slots[j].key()))
+		home := t.home(hashEntry(t.seed, t.slots[j]))
 		if (j-home)&mask >= (j-hole)&mask {
 			t.tags[hole], t.slots[hole] = t.tags[j], t.slots[j]
 			hole = j
@@ -120,7 +120,7 @@ func (t *table) grow() {
 	t.tags, t.slots, t.n = make([]uint8, size), make([]*entry, size), 0
 	for _, e := range old {
 		if e != nil {
-			t.set(e, maphash.String(t.seed, e.key()))
+			t.set(e, hashEntry(t.seed, e))
 		}
 	}
 }

@@ -17,7 +17,7 @@ func TestTableModel(t *testing.T) {
 	tb := table{seed: maphash.MakeSeed()}
 	model := map[string]*entry{}
 	mk := func(i int) *entry {
-		return newEntryOf(sp, compose(nil, sp, fmt.Appendf(nil, "k%d", i)), "", []byte("v"), nil)
+		return newEntryOf(sp, fmt.Appendf(nil, "k%d", i), "", []byte("v"), nil)
 	}
 	check := func(step int) {
 		t.Helper()
@@ -26,14 +26,15 @@ func TestTableModel(t *testing.T) {
 		}
 		for i := range 300 {
 			k := string(compose(nil, sp, fmt.Appendf(nil, "k%d", i)))
-			if got, want := tb.get(k, maphash.String(tb.seed, k)), model[k]; got != want {
+			ns, name := splitKey(k)
+			if got, want := tb.get(ns, name, maphash.String(tb.seed, k)), model[k]; got != want {
 				t.Fatalf("seed %d step %d: get(%q) = %p, want %p", seed, step, k, got, want)
 			}
 		}
 		n := 0
 		tb.each(func(e *entry) bool {
-			if model[e.key()] != e {
-				t.Fatalf("seed %d step %d: each visits %q, not the current entry", seed, step, e.key())
+			if model[e.space.name+"\x00"+e.name()] != e {
+				t.Fatalf("seed %d step %d: each visits %q, not the current entry", seed, step, e.name())
 			}
 			n++
 			return true
@@ -44,10 +45,13 @@ func TestTableModel(t *testing.T) {
 	}
 	for step := range 20000 {
 		e := mk(rng.IntN(300))
-		k := e.key()
+		k := e.space.name + "\x00" + e.name()
 		h := maphash.String(tb.seed, k)
+		if h != hashEntry(tb.seed, e) {
+			t.Fatalf("hashEntry differs from the hash of the composed key %q", k)
+		}
 		if rng.IntN(3) == 0 {
-			tb.del(k, h)
+			tb.del(sp.name, e.name(), h)
 			delete(model, k)
 		} else {
 			tb.set(e, h)
@@ -59,7 +63,8 @@ func TestTableModel(t *testing.T) {
 	}
 	// Emptied, the table gives its slots back and still works.
 	for k := range model {
-		tb.del(k, maphash.String(tb.seed, k))
+		ns, name := splitKey(k)
+		tb.del(ns, name, maphash.String(tb.seed, k))
 		delete(model, k)
 	}
 	check(-1)
@@ -67,7 +72,7 @@ func TestTableModel(t *testing.T) {
 		t.Errorf("an empty table keeps %d slots", len(tb.slots))
 	}
 	e := mk(1)
-	tb.set(e, maphash.String(tb.seed, e.key()))
-	model[e.key()] = e
+	tb.set(e, hashEntry(tb.seed, e))
+	model[sp.name+"\x00"+e.name()] = e
 	check(-2)
 }

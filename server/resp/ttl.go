@@ -92,7 +92,7 @@ func expire(c *conn, args [][]byte, unit int64, name string, absolute bool) erro
 		return nil
 	}
 	if at <= now {
-		if c.s.ks.swap(e.key(), e, nil) {
+		if c.s.ks.swap(e, nil) {
 			c.s.freeValue(e)
 		}
 		c.writeInt(1)
