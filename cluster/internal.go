@@ -267,7 +267,9 @@ func (n *Node) handleFetch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: %s was deleted", tier.ErrNotFound, req.Key))
 		return
 	}
-	opts := tier.PutOptions{Checksum: h.Checksum(), HasChecksum: true, Meta: o.Info.Meta, PinnedUntil: o.Info.PinnedUntil}
+	// A replica keeps the block's retention class (docs/retention.md).
+	opts := tier.PutOptions{Checksum: h.Checksum(), HasChecksum: true, Meta: o.Info.Meta, PinnedUntil: o.Info.PinnedUntil,
+		Retention: o.Info.Retention, RetainUntil: o.Info.RetainUntil}
 	if _, err := n.store.Put(r.Context(), req.Key, h.Bytes(), opts); err != nil {
 		writeError(w, err)
 		return

@@ -118,6 +118,8 @@ type answer struct {
 	checksum    uint32
 	pinnedUntil int64
 	meta        []byte
+	retention   tier.Retention
+	retainUntil int64
 }
 
 func (a *answer) origin(source string) tier.Origin {
@@ -130,6 +132,10 @@ func (a *answer) origin(source string) tier.Origin {
 	if a.pinnedUntil > 0 {
 		o.Info.PinnedUntil = time.Unix(a.pinnedUntil, 0)
 	}
+	o.Info.Retention = a.retention
+	if a.retainUntil > 0 {
+		o.Info.RetainUntil = time.Unix(a.retainUntil, 0)
+	}
 	return o
 }
 
@@ -137,7 +143,7 @@ func (a *answer) origin(source string) tier.Origin {
 func answerOf(info rdma.BlockInfo) (answer, error) {
 	a := answer{found: true, size: info.Size, checksum: info.Checksum}
 	var err error
-	a.pinnedUntil, a.meta, err = decodeAttr(info.Attr)
+	a.pinnedUntil, a.retention, a.retainUntil, a.meta, err = decodeClassAttr(info.Attr)
 	return a, err
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/rdma"
 	"github.com/yuebing/yuebing/rdma/wire"
+	"github.com/yuebing/yuebing/tier"
 )
 
 var _ rdma.BlockSource = (*Node)(nil)
@@ -24,18 +25,20 @@ func (n *Node) PinBlock(ctx context.Context, k block.Key) (rdma.PinnedBlock, boo
 		return rdma.PinnedBlock{}, false
 	}
 	var (
-		pinned int64
-		meta   []byte
+		pinned, retainUntil int64
+		meta                []byte
+		class               tier.Retention
 	)
 	if info, _, err := n.store.Stat(k); err == nil {
 		meta = info.Meta
 		if !info.PinnedUntil.IsZero() {
 			pinned = info.PinnedUntil.Unix()
 		}
+		class, retainUntil = info.Retention, unixOrZero(info.RetainUntil)
 	}
 	n.stats.served.Add(1)
 	n.stats.serving.Add(1)
-	return rdma.PinnedBlock{Data: h.Bytes(), Checksum: h.Checksum(), Attr: encodeAttr(pinned, meta), Release: func() {
+	return rdma.PinnedBlock{Data: h.Bytes(), Checksum: h.Checksum(), Attr: encodeClassAttr(pinned, class, retainUntil, meta), Release: func() {
 		h.Release()
 		n.stats.serving.Add(-1)
 	}}, true
