@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 from support import URL, fresh_namespace, need_server
 
@@ -106,7 +107,14 @@ class ReplicateConfigTest(unittest.TestCase):
         self.assertEqual(c.retention(), "pinned")
         d = ReplicateConfig()
         d.soft_pin_action = SoftPinAction.ENABLE
-        self.assertEqual(d.retention(), "high")
+        self.assertEqual((d.retention(), d.retention_ttl()), ("high", 1800))  # Mooncake's default TTL, 30 min
+        d.soft_pin_ttl_ms = 1500
+        self.assertEqual(d.retention_ttl(), 2)  # rounded up to whole seconds
+        d.soft_pin_ttl_ms = 0
+        self.assertIsNone(d.retention())  # Mooncake: a zero TTL pins nothing
+        d.soft_pin_action = SoftPinAction.DISABLE
+        self.assertEqual((d.retention(), d.retention_ttl()), ("normal", None))
+        self.assertIsNone(c.retention_ttl())  # a hard pin has no end
 
 
 class ConfigTest(unittest.TestCase):
@@ -192,6 +200,32 @@ class CompatTest(unittest.TestCase):
         self.assertEqual(d[0].status, "COMPLETE")
         both = self.s.batch_get_replica_desc(["a", "missing", "x" * 300])
         self.assertEqual((len(both["a"]), both["missing"], both["x" * 300]), (1, [], []))
+
+    def test_hard_pin_is_the_pinned_class(self):
+        # The node bounds each namespace's pinned bytes (retention.pinned_quota,
+        # by default a quarter of the DRAM tier): a hard pin counts, a soft
+        # pin (high) and a plain put do not, and a put with DISABLE puts a
+        # pinned object back in normal, which frees its share.
+        with urllib.request.urlopen(URL + "/v1/tiers", timeout=10) as r:
+            quota = json.load(r)["tiers"][0]["capacity_bytes"] // 4
+        size = quota * 5 // 8  # one fits, two do not
+        value = bytes(size)
+        hard, soft, off = ReplicateConfig(), ReplicateConfig(), ReplicateConfig()
+        hard.with_hard_pin = True
+        soft.with_soft_pin = True
+        soft.soft_pin_ttl_ms = 60_000
+        off.soft_pin_action = SoftPinAction.DISABLE
+        self.addCleanup(self.s.remove_all)
+        self.assertEqual(self.s.put("h1", value, hard), 0)
+        self.assertEqual(self.s.put("h2", value, hard), int(ErrorCode.NO_AVAILABLE_HANDLE))  # over the quota
+        self.assertEqual(self.s.is_exist("h2"), 0)  # nothing stored
+        self.assertEqual(self.s.put("s1", value, soft), 0)  # high is not pinned
+        self.assertEqual(self.s.put("p1", value), 0)
+        self.assertEqual(self.s.put("h1", b"ignored: objects are immutable", off), 0)  # releases h1's pin
+        self.assertEqual(self.s.get_size("h1"), size)
+        self.assertEqual(self.s.put("h2", value, hard), 0)  # room again
+        self.assertEqual(self.s.remove("h2"), 0)  # a delete frees the share too
+        self.assertEqual(self.s.upsert("h3", value, hard), 0)
 
     def test_pinned_puts(self):
         hard = ReplicateConfig()

@@ -222,7 +222,16 @@ class Pool:
                 else:
                     c.sock.sendall(data)
                     if mv is not None:
-                        c.sock.sendall(mv)
+                        try:
+                            c.sock.sendall(mv)
+                        except OSError:
+                            # A server may refuse a put from its headers
+                            # (a quota, a bad header) and close without
+                            # reading the body: its answer is there to read.
+                            early = self._early(c, method == "HEAD")
+                            if early is None:
+                                raise
+                            return early
                 return self._head(c, method == "HEAD")
             except (OSError, ConnectionFailed) as e:
                 c.close()
@@ -232,6 +241,15 @@ class Pool:
                 if isinstance(e, ConnectionFailed):
                     raise
                 raise ConnectionFailed(0, "io", f"{method} {path}: {e}") from e
+
+    def _early(self, c: _Conn, head: bool) -> Response | None:
+        """The answer the server sent before it stopped reading the
+        request, or None. The connection is not reused after it."""
+        c.broken = True
+        try:
+            return self._head(c, head)
+        except (OSError, ConnectionFailed):
+            return None
 
     def _head(self, c: _Conn, head: bool) -> Response:
         line = c.readline()

@@ -56,9 +56,18 @@ class Match:
 RETENTIONS = ("pinned", "high", "normal", "low")
 
 
-def _check_retention(retention: str | None) -> None:
+def _check_retention(retention: str | None, ttl: int | None = None) -> None:
     if retention is not None and retention not in RETENTIONS:
         raise BadRequest(0, "bad_request", f"retention {retention!r}: want one of {', '.join(RETENTIONS)}")
+    if ttl is not None and (retention is None or isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0):
+        raise BadRequest(0, "bad_request", f"retention_ttl {ttl!r}: want whole seconds above 0, with a retention")
+
+
+def _retention_headers(h: dict, retention: str | None, ttl: int | None) -> None:
+    if retention:
+        h["X-Yuebing-Retention"] = retention
+        if ttl is not None:
+            h["X-Yuebing-Retention-TTL"] = str(ttl)
 
 
 def _mv(buf, writable: bool = False) -> memoryview:
@@ -178,15 +187,17 @@ class Client:
     # -- single objects and blocks -------------------------------------
 
     def put(self, name: str | None, data, *, key=None, namespace: str | None = None,
-            replicas: int | None = None, retention: str | None = None) -> Item:
+            replicas: int | None = None, retention: str | None = None, retention_ttl: int | None = None) -> Item:
         """Stores data (bytes or any buffer) as object ``name`` (or block
-        ``key``). An existing key is not rewritten (status "exists").
-        ``retention`` (pinned, high, normal, low) is the node's retention
-        class for the block; it travels as a header, so a put that names
-        one goes over HTTP (a node that does not know it ignores it)."""
+        ``key``). An existing key is not rewritten (status "exists"), but a
+        ``retention`` given changes its class. ``retention`` (pinned,
+        high, normal, low) is the node's retention class for the block,
+        for ``retention_ttl`` seconds if given (then it lapses to normal);
+        it travels as headers, so a put that names one goes over HTTP. A
+        hard pin past the namespace's quota raises NoSpace (pin_quota)."""
         ns = self._ns(namespace)
         mv = _mv(data)
-        _check_retention(retention)
+        _check_retention(retention, retention_ttl)
         st = None if retention else self._usable_shm()
         if st is not None and 0 < len(mv) <= st.size:
             try:
@@ -200,8 +211,7 @@ class Client:
         h = {"X-Yuebing-Namespace": ns, "Content-Type": "application/octet-stream"}
         if replicas:
             h["X-Yuebing-Replicas"] = str(replicas)
-        if retention:
-            h["X-Yuebing-Retention"] = retention
+        _retention_headers(h, retention, retention_ttl)
         r = self._req("PUT", self._target(name, key), h, mv, ok=(200, 201))
         res = json.loads(r.read())
         return Item(bytes.fromhex(res["key"]), "created" if res["created"] else "exists", res["size"], res.get("tier", ""))
@@ -326,10 +336,11 @@ class Client:
         return [r["deleted"] for r in res["results"]]
 
     def put_many(self, names=None, values=(), *, keys=None, namespace: str | None = None,
-                 replicas: int | None = None, retention: str | None = None) -> list[Item]:
+                 replicas: int | None = None, retention: str | None = None,
+                 retention_ttl: int | None = None) -> list[Item]:
         """Stores each value as its own put; one Item per value, in order.
-        ``retention`` as for put."""
-        _check_retention(retention)
+        ``retention`` and ``retention_ttl`` as for put."""
+        _check_retention(retention, retention_ttl)
         ts = self._names(names, keys)
         vals = [_mv(v) for v in values]
         if len(vals) != len(ts):
@@ -347,24 +358,24 @@ class Client:
             except ConnectionFailed:
                 self._drop_shm()  # puts are idempotent: the socket path redoes them all
         if ts[0][1] is not None:
-            return self._frames_put(ns, ts, vals, replicas, retention)
+            return self._frames_put(ns, ts, vals, replicas, retention, retention_ttl)
         out = []
         for (n, _), v in zip(ts, vals):
             try:
-                out.append(self.put(n, v, namespace=ns, replicas=replicas, retention=retention))
+                out.append(self.put(n, v, namespace=ns, replicas=replicas, retention=retention,
+                                    retention_ttl=retention_ttl))
             except YuebingError as e:
                 out.append(Item(_keys.opaque_key(ns, n) if isinstance(n, str) else b"", "error", error=e))
         return out
 
-    def _frames_put(self, ns, ts, vals, replicas, retention=None) -> list[Item]:
+    def _frames_put(self, ns, ts, vals, replicas, retention=None, retention_ttl=None) -> list[Item]:
         parts: list = [b"YBF1"]
         for (n, k), v in zip(ts, vals):
             parts += [_FRAME.pack(k, 0, 0, len(v)), v]
         h = {"X-Yuebing-Namespace": ns, "Content-Type": "application/x-yuebing-frames"}
         if replicas:
             h["X-Yuebing-Replicas"] = str(replicas)
-        if retention:
-            h["X-Yuebing-Retention"] = retention
+        _retention_headers(h, retention, retention_ttl)
         total = sum(len(memoryview(p)) for p in parts)
         body = bytearray(total)
         pos = 0

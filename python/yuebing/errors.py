@@ -54,7 +54,8 @@ class Overloaded(YuebingError):
 
 
 class NoSpace(YuebingError):
-    """The store could not make room (507)."""
+    """The store could not make room (507), or a hard pin would pass the
+    namespace's pinned quota (409 pin_quota)."""
 
 
 class Unavailable(YuebingError):
@@ -73,6 +74,7 @@ _BY_CODE = {
     "checksum_mismatch": ChecksumMismatch,
     "overloaded": Overloaded,
     "no_space": NoSpace,
+    "pin_quota": NoSpace,  # a hard pin past the namespace's quota: no room for it
     "unavailable": Unavailable,
     "timeout": Unavailable,
     "no_leader": Unavailable,

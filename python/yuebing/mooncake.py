@@ -102,7 +102,10 @@ class ReplicateConfig:
     bindings check them: a value its C++ field cannot hold (a negative or
     over-64-bit TTL, a float count, a non-bool flag) raises TypeError.
     ``with_hard_pin`` puts the object in the node's ``pinned`` retention
-    class and a soft pin in ``high`` (X-Yuebing-Retention)."""
+    class, with no end, and a soft pin in ``high`` for its TTL
+    (X-Yuebing-Retention, X-Yuebing-Retention-TTL); DISABLE puts it back
+    in ``normal``. Mooncake has no priority field: these are its only
+    retention requests."""
 
     _FIELDS = ("replica_num", "with_soft_pin", "with_hard_pin", "soft_pin_action", "soft_pin_ttl_ms",
                "preferred_segment", "preferred_segments", "prefer_alloc_in_same_node")
@@ -145,9 +148,20 @@ class ReplicateConfig:
         """The node's retention class this config asks for, if any."""
         if self.with_hard_pin:
             return "pinned"
+        if self.soft_pin_action == SoftPinAction.DISABLE:
+            return "normal"
         if self.with_soft_pin or self.soft_pin_action == SoftPinAction.ENABLE:
-            return "high"
+            # Mooncake: a zero TTL registers no pin.
+            return None if self.soft_pin_ttl_ms == 0 else "high"
         return None
+
+    def retention_ttl(self) -> int | None:
+        """Seconds the class holds (a soft pin's TTL, rounded up), or None
+        for a class without end."""
+        if self.retention() != "high":
+            return None
+        ms = DEFAULT_SOFT_PIN_TTL_MS if self.soft_pin_ttl_ms is None else self.soft_pin_ttl_ms
+        return max(1, math.ceil(ms / 1000))
 
     def __str__(self):
         return (f"ReplicateConfig(replica_num={self.replica_num}, with_soft_pin={self.with_soft_pin}, "
@@ -455,8 +469,9 @@ class MooncakeDistributedStore:
     def _put_opts(cls, config: ReplicateConfig | None) -> dict:
         """The native client's put options for config: its replica count
         and its retention class."""
-        r = config.retention() if isinstance(config, ReplicateConfig) else None
-        return {"replicas": cls._replicas(config), "retention": r}
+        if not isinstance(config, ReplicateConfig):
+            return {"replicas": cls._replicas(config), "retention": None, "retention_ttl": None}
+        return {"replicas": cls._replicas(config), "retention": config.retention(), "retention_ttl": config.retention_ttl()}
 
     @staticmethod
     def _replicas(config: ReplicateConfig | None) -> int | None:
