@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import unittest
 import urllib.request
 
@@ -140,6 +141,24 @@ class ClientTest(unittest.TestCase):
             self.c.put("x", b"1", replicas=2)  # a node alone
         with self.assertRaises(ValueError):
             yuebing.Client("ftp://x")
+
+    def test_retention(self):
+        self.assertEqual(self.c.put("r", b"1", retention="low", retention_ttl=60).status, "created")
+        self.assertEqual(self.c.put_many(keys=[os.urandom(32)], values=[b"2"], retention="high", retention_ttl=5)[0].status,
+                         "created")
+        self.assertEqual(self.c.put("r", b"other", retention="normal").status, "exists")  # the class changes
+        for kw in ({"retention": "forever"}, {"retention_ttl": 5}, {"retention": "high", "retention_ttl": 0},
+                   {"retention": "high", "retention_ttl": True}):
+            with self.assertRaises(yuebing.BadRequest, msg=kw):
+                self.c.put("bad", b"1", **kw)
+        self.assertFalse(self.c.exists("bad"))
+
+    def test_clear_regex(self):
+        self.c.put_many(["l0_a", "l0_b", "l1_a"], [b"1", b"2", b"3"])
+        with self.assertRaises(yuebing.BadRequest):
+            self.c.clear(regex="(")
+        self.assertEqual(self.c.clear(regex="^l0_"), 2)
+        self.assertEqual(self.c.exists_many(["l0_a", "l0_b", "l1_a"]), [False, False, True])
 
     def test_clear(self):
         self.c.put_many(["a", "b", "c"], [b"1", b"2", b"3"])
