@@ -13,7 +13,7 @@ import (
 // Ten chains of four 100 KB blocks through 1 MiB of DRAM over a real SSD
 // tier: under chain admission the evicted chains' tails are not written to
 // SSD (and leave the store), their other blocks are; under all every block
-// is written.
+// is written. Learned, with no history yet, does as chain does.
 func TestChainAdmission(t *testing.T) {
 	f := func(admission string, wantTails bool) {
 		t.Helper()
@@ -54,9 +54,12 @@ func TestChainAdmission(t *testing.T) {
 		if refused := h.AdmissionRefused(); (refused > 0) == wantTails {
 			t.Errorf("%s: %d evictions refused", admission, refused)
 		}
+		// A read served from SSD feeds the policy (learned's estimate).
+		get(t, h, key(0, 0), tiertest.Value(key(0, 0), 100_000))
 	}
 	f(policy.AdmitAll, true)
 	f(policy.AdmitChain, false)
+	f(policy.AdmitLearned, false) // no class history yet: as chain
 }
 
 func TestAdmissionOption(t *testing.T) {
