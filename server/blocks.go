@@ -307,8 +307,10 @@ func (a *API) storeRetained(ctx context.Context, t target, size int64, r io.Read
 	}
 	if err != nil {
 		undo()
+		return res, err
 	}
-	return res, err
+	a.pins.settle(t.key)
+	return res, nil
 }
 
 // existing checks that the stored block with t's key is recorded as t and

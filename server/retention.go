@@ -108,7 +108,12 @@ func (a *API) retentionHeader(c *gin.Context) (retentionRequest, error) {
 type pinQuota struct {
 	limit int64
 	now   func() time.Time
-	mu    struct {
+	// held reports whether a block is still stored hard-pinned; nil
+	// trusts the accounting. Deletes that bypass the API (a namespace
+	// cleared, RESP, the cluster dropping a replica) are found with it
+	// before a charge is refused.
+	held func(block.Key) bool
+	mu   struct {
 		sync.Mutex
 		ns   map[string]int64           // pinned bytes by namespace
 		keys map[block.Key]pinnedRecord // the charged blocks
@@ -121,6 +126,9 @@ type pinnedRecord struct {
 	ns    string
 	size  int64
 	until int64 // Unix nanoseconds; 0: no end
+	// pending is set from the charge until the block is stored pinned
+	// (settle): reconcileLocked must not credit a put still in flight.
+	pending bool
 }
 
 func newPinQuota(limit int64, now func() time.Time, reg *prometheus.Registry) (*pinQuota, error) {
@@ -157,6 +165,7 @@ func (q *pinQuota) charge(ns string, key block.Key, size int64, until time.Time)
 	}
 	if used := q.mu.ns[ns]; used+size > q.limit {
 		q.expireLocked(ns)
+		q.reconcileLocked(ns)
 		if used = q.mu.ns[ns]; used+size > q.limit {
 			q.refused.WithLabelValues(ns).Inc()
 			return false, fmt.Errorf("%w: namespace %q holds %d pinned bytes; %d more would pass retention.pinned_quota of %d",
@@ -166,10 +175,20 @@ func (q *pinQuota) charge(ns string, key block.Key, size int64, until time.Time)
 	if r, ok := q.mu.keys[key]; ok {
 		q.creditLocked(key, r) // pinned under another namespace before
 	}
-	q.mu.keys[key] = pinnedRecord{ns: ns, size: size, until: u}
+	q.mu.keys[key] = pinnedRecord{ns: ns, size: size, until: u, pending: true}
 	q.mu.ns[ns] += size
 	q.bytes.WithLabelValues(ns).Set(float64(q.mu.ns[ns]))
 	return true, nil
+}
+
+// settle records that key's charged pin is in the store.
+func (q *pinQuota) settle(key block.Key) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if r, ok := q.mu.keys[key]; ok {
+		r.pending = false
+		q.mu.keys[key] = r
+	}
 }
 
 // release credits key's pin, if it is charged.
@@ -199,6 +218,19 @@ func (q *pinQuota) expireLocked(ns string) {
 	now := q.now().UnixNano()
 	for k, r := range q.mu.keys {
 		if r.until != 0 && r.until <= now && (ns == "" || r.ns == ns) {
+			q.creditLocked(k, r)
+		}
+	}
+}
+
+// reconcileLocked credits the pins of ns whose block is gone or no longer
+// pinned. Like expireLocked it runs only before a refusal.
+func (q *pinQuota) reconcileLocked(ns string) {
+	if q.held == nil {
+		return
+	}
+	for k, r := range q.mu.keys {
+		if r.ns == ns && !r.pending && !q.held(k) {
 			q.creditLocked(k, r)
 		}
 	}
@@ -251,6 +283,11 @@ func (a *API) startRetention() error {
 	q, err := newPinQuota(a.opts.Retention.quota(a.store), a.opts.Now, a.opts.Registry)
 	if err != nil {
 		return err
+	}
+	store := a.store
+	q.held = func(k block.Key) bool {
+		info, _, err := store.Stat(k)
+		return err == nil && tier.RetentionOf(info, q.now()) == tier.RetentionPinned
 	}
 	q.rebuild(a.store)
 	a.store.OnDrop(q.release)
@@ -370,6 +407,7 @@ func (a *API) retain(p interface{ CanAccess(string) bool }, t target, r retentio
 		}
 		return err
 	}
+	a.pins.settle(t.key)
 	return nil
 }
 
@@ -439,6 +477,7 @@ func (a *API) retainAll(ns string, keys []block.Key, r retentionRequest) (undo f
 	for _, t := range held {
 		if err := a.applyRetention(t, r); err == nil {
 			applied = append(applied, t)
+			a.pins.settle(t.key)
 		}
 	}
 	return func() {

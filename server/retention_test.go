@@ -307,3 +307,25 @@ func FuzzParseRetention(f *testing.F) {
 		}
 	})
 }
+
+// TestPinQuotaReconciles: a pinned block deleted behind the API's back (a
+// namespace cleared, RESP, a replica dropped) stops counting before a put
+// would be refused.
+func TestPinQuotaReconciles(t *testing.T) {
+	q := bytesize.Size(100_000)
+	n := startRetentionNode(t, t.TempDir(), &q)
+	keys := chain(t, nsAlpha, 2, 17)
+	pinned := map[string]string{HeaderRetention: "pinned"}
+	if r := putWith(t, n, keys[0], payload(1, 80_000), pinned); r.status != 201 {
+		t.Fatalf("pinned put: %d %s", r.status, r.body)
+	}
+	if err := n.store.Delete(keys[0]); err != nil {
+		t.Fatal(err)
+	}
+	if r := putWith(t, n, keys[1], payload(2, 80_000), pinned); r.status != 201 {
+		t.Fatalf("pinned put after the store deleted the first: %d %s", r.status, r.body)
+	}
+	if got := n.api.PinnedBytes()[nsAlpha]; got != 80_000 {
+		t.Fatalf("pinned bytes %d, want 80000", got)
+	}
+}
