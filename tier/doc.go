@@ -20,4 +20,9 @@
 // to the next one through a bounded write-behind queue; a hit in a lower tier
 // can promote the block back up. Implementations live in tier/dram and
 // tier/ssd; tier/tiertest is the conformance suite every Tier passes.
+//
+// A put may give the block a retention class (PutOptions.Retention): the
+// tiers that record classes (Retainer) evict low before normal before high
+// and never a pinned block until Hierarchy.SetRetention releases it or its
+// RetainUntil passes (docs/retention.md).
 package tier

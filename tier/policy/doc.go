@@ -14,5 +14,7 @@
 // `yuebing bench hitrate`, so a policy's hit rate on a trace is the hit rate
 // the tier gets. Sizes are in whatever unit the owner uses (bytes in a tier,
 // blocks in the simulator); policies that size internal queues (S3-FIFO, ARC)
-// take their capacity in that unit.
+// take their capacity in that unit. Classed stacks one policy per class
+// (the DRAM tier's retention classes) and evicts from the lowest class
+// first.
 package policy
