@@ -11,13 +11,11 @@ import (
 // Staging is a Target in host memory for devices the host cannot address
 // (a GPU's HBM without GPUDirect): a Load lands in it, and Upload copies each
 // layer to the device's pages as soon as it has landed, so the engine still
-// starts layer l while later layers are on the wire. Layers are stored
-// layer-major (every block of layer 0, then layer 1, ...), so one layer is one
-// contiguous range: a real engine uploads it with one copy per block from
-// pinned memory. Within a layer a block's bytes are one range, and a group
-// of layers of one block is one range too (a group's layers are stored
-// block by block), so the node can write a whole group of a block at once
-// into a Staging from NewRegionStaging.
+// starts layer l while later layers are on the wire. Memory is group-major
+// (every block's group 0, then group 1, ...) and, within a group, block by
+// block: a group of layers of one block is one range, so the node writes it
+// at once into a Staging from NewRegionStaging, and Upload copies one range
+// per block and layer from pinned memory, as a real engine does.
 type Staging struct {
 	layout Layout
 	blocks int
