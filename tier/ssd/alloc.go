@@ -204,7 +204,7 @@ func (s *SSD) evictSegmentLocked(ctx context.Context, v *segment) {
 		if e == nil || e.seg != v {
 			continue
 		}
-		if e.pinnedUntil != 0 || e.rank() > floor {
+		if e.pinnedUntil != 0 || e.rank() > floor || e.rank() >= tier.NumRanks {
 			pinned = append(pinned, pinnedBlock{k, e})
 			continue
 		}

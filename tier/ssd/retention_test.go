@@ -129,3 +129,43 @@ func TestLocationRetentionRoundTrip(t *testing.T) {
 		t.Fatal("an unknown class decoded")
 	}
 }
+
+// TestHardPinnedSegmentCompacts: a segment of nothing but hard-pinned
+// blocks with dead space in it may be chosen to reclaim the space; its
+// blocks are carried forward, never evicted.
+func TestHardPinnedSegmentCompacts(t *testing.T) {
+	const (
+		size = 64 << 10
+		rec  = recHeaderSize + size
+	)
+	s := openTest(t, Options{Dir: t.TempDir(), Capacity: 16*rec + 1000, SegmentSize: 4 * rec, NoSync: true})
+	put := func(i int, r tier.Retention) error {
+		k := tiertest.Key(i)
+		return s.Put(t.Context(), k, tiertest.Value(k, size), tier.PutOptions{Retention: r})
+	}
+	// The first segment: three pinned blocks and one deleted, dead space.
+	for i := range 4 {
+		if err := put(i, tier.RetentionPinned); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Delete(tiertest.Key(3)); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the rest with pinned blocks, then put more: only the dead
+	// space can be reclaimed.
+	for i := 4; i < 16; i++ {
+		if err := put(i, tier.RetentionPinned); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	_ = put(100, tier.RetentionNormal) // may or may not find room; must not cost a pin
+	for i := range 16 {
+		if i == 3 {
+			continue
+		}
+		if _, err := s.Stat(tiertest.Key(i)); err != nil {
+			t.Errorf("hard-pinned block %d: %v", i, err)
+		}
+	}
+}
