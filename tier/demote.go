@@ -74,7 +74,7 @@ func (h *Hierarchy) evicted(ctx context.Context, level int, key block.Key, info 
 	d := &demotion{key: key, info: info, h: hd, level: level, weight: min(info.Size+1, h.opts.DemoteQueueBytes),
 		retention: info.Retention, retainUntil: info.RetainUntil}
 	if !h.demoteSem.TryAcquire(d.weight) {
-		if h.opts.DemoteWhenFull == DemoteDrop {
+		if h.opts.DemoteWhenFull == DemoteDrop || level > 0 {
 			h.dropDemotion(d)
 			return
 		}
@@ -92,6 +92,19 @@ func (h *Hierarchy) evicted(ctx context.Context, level int, key block.Key, info 
 	}
 	h.inflight.m[key] = d
 	h.inflight.Unlock()
+	if level > 0 {
+		// A lower tier evicts while a demotion worker writes to it: the
+		// worker must not wait for room in the queue only it drains.
+		select {
+		case h.demoteQ <- d:
+		default:
+			h.finishDemotion(d)
+			h.demoteSem.Release(d.weight)
+			h.dropped.Add(1)
+			h.clearCopy(key, level, version)
+		}
+		return
+	}
 	select {
 	case h.demoteQ <- d:
 	case <-h.ctx.Done():
