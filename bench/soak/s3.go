@@ -273,7 +273,10 @@ func (s *soak) sampleS3(ctx context.Context) {
 	defer t.Stop()
 	for {
 		for _, n := range s.nodes {
-			if n.State.Load() == bench.NodeDown {
+			// Only a node that is up: while a restarted node starts, its
+			// new process answers /metrics (counters from 0) before its
+			// life is counted, and would overwrite the last life's.
+			if n.State.Load() != bench.NodeUp {
 				continue
 			}
 			life := n.Life.Load()
