@@ -381,3 +381,23 @@ func sortStrings(s []string) {
 		}
 	}
 }
+
+// ThinSamples keeps r's summary rows (those without "t_s") and every n-th
+// sample row of each run, run telling the runs apart: a table a person
+// reads, where the JSON keeps every sample.
+func ThinSamples(r *Report, n int, run func(Row) any) *Report {
+	out := &Report{Columns: r.Columns, Human: r.Human}
+	seen := map[any]int{}
+	for _, row := range r.Results {
+		if _, ok := row["t_s"]; !ok {
+			out.Add(row)
+			continue
+		}
+		k := run(row)
+		if seen[k]%n == n-1 {
+			out.Add(row)
+		}
+		seen[k]++
+	}
+	return out
+}

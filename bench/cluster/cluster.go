@@ -795,3 +795,9 @@ func startSingleInProcess(bc *benchCluster, o *Options) (*client.Client, func(),
 	}
 	return sc, func() { n.Shutdown() }, nil
 }
+
+// ThinSamples keeps every row of r but every n-th replica sample of each
+// replay, for a table a person reads (the JSON keeps them all).
+func ThinSamples(r *bench.Report, n int) *bench.Report {
+	return bench.ThinSamples(r, n, func(row bench.Row) any { return row["name"] })
+}

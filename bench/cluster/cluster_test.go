@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yuebing/yuebing/bench"
 	"github.com/yuebing/yuebing/bench/benchtest"
 )
 
@@ -47,5 +48,17 @@ func TestClusterReplay(t *testing.T) {
 	}
 	if names["replay_local"] != 1 || names["replay_cluster"] != 1 || names["cross_node_get"] != 1 || names["cross_node_prefix_get"] != 1 || names["put_cluster"] != 1 || names["replicas_cluster"] != 3 {
 		t.Fatalf("rows %v", names)
+	}
+}
+
+func TestThinSamples(t *testing.T) {
+	r := &bench.Report{}
+	r.Add(bench.Row{"name": "replay_local"})
+	for i := range 5 {
+		r.Add(bench.Row{"name": "replicas_local", "t_s": i})
+	}
+	got := ThinSamples(r, 2)
+	if len(got.Results) != 3 || got.Results[1]["t_s"] != 1 || got.Results[2]["t_s"] != 3 {
+		t.Fatalf("rows %v", got.Results)
 	}
 }

@@ -565,3 +565,9 @@ func Report(runs []Run, o Options) *bench.Report {
 	}
 	return r
 }
+
+// ThinSamples keeps the summary rows and every n-th sample row of each run
+// (a trace and setup), for a table a person reads.
+func ThinSamples(r *bench.Report, n int) *bench.Report {
+	return bench.ThinSamples(r, n, func(row bench.Row) any { return [2]any{row["trace"], row["setup"]} })
+}

@@ -80,7 +80,7 @@ as the replays).`,
 			}
 			r := cluster.Report(res, o)
 			if !asJSON {
-				r = thinClusterSamples(r, every)
+				r = cluster.ThinSamples(r, every)
 			}
 			return r.Write(cmd.OutOrStdout(), asJSON)
 		},
@@ -105,22 +105,4 @@ as the replays).`,
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"results":[...]} instead of a table`)
 	f.IntVar(&every, "every", 4, "table only: show every n-th replica sample row")
 	return cmd
-}
-
-// thinClusterSamples keeps every row but every n-th replica sample of each
-// replay.
-func thinClusterSamples(r *bench.Report, n int) *bench.Report {
-	out := &bench.Report{Columns: r.Columns, Human: r.Human}
-	seen := map[any]int{}
-	for _, row := range r.Results {
-		if _, ok := row["t_s"]; !ok {
-			out.Add(row)
-			continue
-		}
-		if seen[row["name"]]%n == n-1 {
-			out.Add(row)
-		}
-		seen[row["name"]]++
-	}
-	return out
 }

@@ -75,7 +75,7 @@ shows every --every-th of them, --json all. See docs/cluster.md.`,
 			}
 			r := replication.Report(runs, o)
 			if !asJSON {
-				r = thinSamples(r, every)
+				r = replication.ThinSamples(r, every)
 			}
 			return r.Write(cmd.OutOrStdout(), asJSON)
 		},
@@ -94,22 +94,4 @@ shows every --every-th of them, --json all. See docs/cluster.md.`,
 	f.StringVar(&plot, "plot", "", "also draw replica counts over time, one panel per trace, to this PNG file")
 	f.IntVar(&every, "every", 10, "table only: show every n-th sample row (the summary rows always)")
 	return cmd
-}
-
-// thinSamples keeps the summary rows and every n-th sample row of each run.
-func thinSamples(r *bench.Report, n int) *bench.Report {
-	out := &bench.Report{Columns: r.Columns, Human: r.Human}
-	seen := map[string]int{}
-	for _, row := range r.Results {
-		if _, ok := row["t_s"]; !ok {
-			out.Add(row)
-			continue
-		}
-		run := row["trace"].(string) + "/" + row["setup"].(string)
-		if seen[run]%n == n-1 {
-			out.Add(row)
-		}
-		seen[run]++
-	}
-	return out
 }
