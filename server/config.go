@@ -57,11 +57,13 @@ type Config struct {
 	// tier"); off unless s3.bucket or s3.endpoint is set. Credentials come
 	// from s3.credentials_file or the AWS_ACCESS_KEY_ID and
 	// AWS_SECRET_ACCESS_KEY variables, never from this file.
-	S3        s3.Options      `yaml:"s3"`
-	Auth      AuthConfig      `yaml:"auth"`
-	Limits    Limits          `yaml:"limits"`
-	Contexts  ContextsConfig  `yaml:"contexts"`
-	Conductor ConductorConfig `yaml:"conductor"`
+	S3       s3.Options     `yaml:"s3"`
+	Auth     AuthConfig     `yaml:"auth"`
+	Limits   Limits         `yaml:"limits"`
+	Contexts ContextsConfig `yaml:"contexts"`
+	// Retention bounds hard pins per namespace (docs/retention.md).
+	Retention RetentionOptions `yaml:"retention"`
+	Conductor ConductorConfig  `yaml:"conductor"`
 	// Router puts the embedded conductor in front of inference engines as
 	// an OpenAI-compatible router (/v1/completions, /v1/chat/completions,
 	// /v1/models); no engines means none.
@@ -561,6 +563,9 @@ func (c *Config) Validate() error {
 		c.Conductor.resolve(func(field, format string, args ...any) {
 			bad(strings.TrimSuffix("conductor."+field, "."), format, args...)
 		})
+	}
+	if err := c.Retention.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	c.validateCluster(bad)
 	if c.S3.Enabled() {

@@ -148,7 +148,7 @@ func Start(cfg Config) (*Node, error) {
 		Store: store, Tokens: tokens, Limits: cfg.Limits, Budget: n.budget, Contexts: cfg.Contexts,
 		ContextsFile: filepath.Join(cfg.DataDir, "contexts.json"), Logger: logger,
 		Version: cfg.Version, NodeName: cfg.Cluster.NodeName, Registry: prometheus.NewRegistry(),
-		HistoryInterval: cfg.Console.HistoryInterval,
+		HistoryInterval: cfg.Console.HistoryInterval, Retention: cfg.Retention,
 	}
 	if err := apiOpts.Registry.Register(nodeCollector{n}); err != nil {
 		panic("BUG: server: node metrics: " + err.Error())
