@@ -3,6 +3,8 @@ package s3_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/yuebing/yuebing/tier/dram"
 	"github.com/yuebing/yuebing/tier/s3"
 	"github.com/yuebing/yuebing/tier/s3/s3test"
+	"github.com/yuebing/yuebing/tier/ssd"
 	"github.com/yuebing/yuebing/tier/tiertest"
 )
 
@@ -88,4 +91,68 @@ func TestHierarchyOverS3(t *testing.T) {
 	px.Set(s3test.Pass)
 	waitHealthy(t, st)
 	checkHGet(t, h, 3, size, 1)
+}
+
+// TestDemotionIntoS3UnderLoad: DRAM over SSD over S3, written far past
+// DRAM and SSD from several goroutines. The demotion workers' SSD puts
+// evict SSD segments, whose blocks' demotions to S3 would join the queue
+// the same workers drain: every put must still return (a worker that
+// waited for room in that queue stopped every demotion, and then every put
+// that evicted from DRAM), and blocks reach S3 once the queue has room.
+func TestDemotionIntoS3UnderLoad(t *testing.T) {
+	srv := s3test.Start(t)
+	// DRAM holds more than the demotion queue's 1024 entries of 4 KiB, so
+	// the queue can fill; the SSD's 1 MiB segments are evicted whole.
+	d, err := dram.New(dram.Options{Capacity: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd, err := ssd.Open(ssd.Options{Dir: t.TempDir(), Capacity: 4 << 20, OfferEvicted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := open(t, opts(srv, 1<<30))
+	h, err := tier.NewHierarchy([]tier.Tier{d, sd, st}, tier.HierarchyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	const workers, perWorker, size = 4, 3000, 4 << 10 // 48 MB through 20 MB of DRAM and SSD
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				k := tiertest.Key(w*perWorker + i)
+				if _, err := h.Put(t.Context(), k, tiertest.Value(k, size), tier.PutOptions{}); err != nil {
+					errs <- fmt.Errorf("put %d: %w", w*perWorker+i, err)
+					return
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("puts still blocked after 2 minutes: ssd %+v, s3 %+v", sd.Stats(), st.Stats())
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// While the queue was full the SSD's evictions were dropped; with room
+	// in it they go down to S3 again.
+	deadline := time.Now().Add(30 * time.Second)
+	for i := workers * perWorker; st.Stats().Puts == 0; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("no block reached S3 after the load: ssd %+v", sd.Stats())
+		}
+		k := tiertest.Key(i)
+		if _, err := h.Put(t.Context(), k, tiertest.Value(k, size), tier.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
