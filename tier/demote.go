@@ -73,12 +73,18 @@ func (h *Hierarchy) evicted(ctx context.Context, level int, key block.Key, info 
 	}
 	d := &demotion{key: key, info: info, h: hd, level: level, weight: min(info.Size+1, h.opts.DemoteQueueBytes),
 		retention: info.Retention, retainUntil: info.RetainUntil}
-	if !h.demoteSem.TryAcquire(d.weight) {
-		if h.opts.DemoteWhenFull == DemoteDrop || level > 0 {
+	// Each boundary between two tiers has its own queue, bytes and
+	// workers: a worker writing into tier n+1 makes it evict into the
+	// queue of boundary n+1, which other workers drain, so waiting for
+	// room there never waits on itself (one shared queue deadlocked DRAM,
+	// SSD and S3 under load).
+	sem, q := h.demoteSem[level], h.demoteQ[level]
+	if !sem.TryAcquire(d.weight) {
+		if h.opts.DemoteWhenFull == DemoteDrop {
 			h.dropDemotion(d)
 			return
 		}
-		if err := h.demoteSem.Acquire(ctx, d.weight); err != nil {
+		if err := sem.Acquire(ctx, d.weight); err != nil {
 			h.dropDemotion(d)
 			return
 		}
@@ -86,30 +92,17 @@ func (h *Hierarchy) evicted(ctx context.Context, level int, key block.Key, info 
 	h.inflight.Lock()
 	if e, ok := h.ix.Get(key); !ok || !current(e, level, version) {
 		h.inflight.Unlock() // deleted or replaced while being evicted
-		h.demoteSem.Release(d.weight)
+		sem.Release(d.weight)
 		hd.Release()
 		return
 	}
 	h.inflight.m[key] = d
 	h.inflight.Unlock()
-	if level > 0 {
-		// A lower tier evicts while a demotion worker writes to it: the
-		// worker must not wait for room in the queue only it drains.
-		select {
-		case h.demoteQ <- d:
-		default:
-			h.finishDemotion(d)
-			h.demoteSem.Release(d.weight)
-			h.dropped.Add(1)
-			h.clearCopy(key, level, version)
-		}
-		return
-	}
 	select {
-	case h.demoteQ <- d:
+	case q <- d:
 	case <-h.ctx.Done():
 		h.finishDemotion(d)
-		h.demoteSem.Release(d.weight)
+		sem.Release(d.weight)
 		h.clearCopy(key, level, version)
 	}
 }
@@ -129,18 +122,21 @@ func (h *Hierarchy) finishDemotion(d *demotion) {
 	d.h.Release()
 }
 
-func (h *Hierarchy) demoteLoop() {
+// demoteLoop writes the demotions queued at one tier boundary (from tier
+// level into level+1).
+func (h *Hierarchy) demoteLoop(level int) {
+	q, sem := h.demoteQ[level], h.demoteSem[level]
 	for {
 		select {
-		case d := <-h.demoteQ:
+		case d := <-q:
 			h.demote(d)
 		case <-h.ctx.Done():
 			// Drain what is queued so pins and space are released.
 			for {
 				select {
-				case d := <-h.demoteQ:
+				case d := <-q:
 					h.finishDemotion(d)
-					h.demoteSem.Release(d.weight)
+					sem.Release(d.weight)
 					h.clearCopy(d.key, d.level, d.info.Version)
 				default:
 					return
@@ -153,7 +149,7 @@ func (h *Hierarchy) demoteLoop() {
 // demote writes one block to the next tier and moves its index bit there.
 // The block stays readable from the upper tier's memory until then.
 func (h *Hierarchy) demote(d *demotion) {
-	defer h.demoteSem.Release(d.weight)
+	defer h.demoteSem[d.level].Release(d.weight)
 	next := d.level + 1
 	lower := h.tiers[next]
 	e, _ := h.ix.Get(d.key)

@@ -39,8 +39,8 @@ type Hierarchy struct {
 	// throughput.
 	locks [256]sync.Mutex
 
-	demoteSem  *semaphore.Weighted
-	demoteQ    chan *demotion
+	demoteSem  []*semaphore.Weighted // per tier boundary: level into level+1
+	demoteQ    []chan *demotion
 	promoteSem *semaphore.Weighted
 	promoteQ   chan promotion
 	recent     *lru.Cache[block.Key, struct{}]
@@ -93,10 +93,9 @@ func NewHierarchy(tiers []Tier, opts HierarchyOptions) (*Hierarchy, error) {
 	}
 	recent, _ := lru.New[block.Key, struct{}](opts.RecentHits)
 	h := &Hierarchy{
-		tiers:     tiers,
-		opts:      opts,
-		ix:        index.New(index.Options{}),
-		demoteSem: semaphore.NewWeighted(opts.DemoteQueueBytes),
+		tiers: tiers,
+		opts:  opts,
+		ix:    index.New(index.Options{}),
 		// The queues' bytes are bounded by the semaphores (DemoteQueueBytes,
 		// PromoteQueueBytes); the channel lengths bound only the count.
 		// KV blocks are megabytes (256 tokens of LLaMA3-8B are 32 MiB, of
@@ -107,11 +106,14 @@ func NewHierarchy(tiers []Tier, opts HierarchyOptions) (*Hierarchy, error) {
 		// after which an eviction waits for a worker; 256 promotions, and
 		// a promotion that finds the queue full is skipped, never waited
 		// for.
-		demoteQ:    make(chan *demotion, 1024),
 		promoteSem: semaphore.NewWeighted(opts.PromoteQueueBytes),
 		promoteQ:   make(chan promotion, 256),
 		recent:     recent,
 		counters:   make([]tierCounters, len(tiers)),
+	}
+	for range max(len(tiers)-1, 0) {
+		h.demoteSem = append(h.demoteSem, semaphore.NewWeighted(opts.DemoteQueueBytes))
+		h.demoteQ = append(h.demoteQ, make(chan *demotion, 1024))
 	}
 	h.inflight.m = make(map[block.Key]*demotion)
 	for i := range h.putting {
@@ -136,8 +138,10 @@ func NewHierarchy(tiers []Tier, opts HierarchyOptions) (*Hierarchy, error) {
 			})
 		}
 	}
-	for range opts.DemoteWorkers {
-		h.wg.Go(h.demoteLoop)
+	for level := range h.demoteQ {
+		for range opts.DemoteWorkers {
+			h.wg.Go(func() { h.demoteLoop(level) })
+		}
 	}
 	h.wg.Go(h.promoteLoop)
 	return h, nil

@@ -27,10 +27,12 @@ const (
 // HierarchyOptions configures a Hierarchy.
 type HierarchyOptions struct {
 	// DemoteQueueBytes bounds the bytes of evicted blocks waiting to be
-	// written to the next tier. They stay readable, and their memory stays
-	// allocated in the upper tier, until written. Default 256 MiB.
+	// written to the next tier, at each boundary between two tiers (DRAM
+	// into SSD, SSD into S3: twice this with three tiers). They stay
+	// readable, and their memory stays allocated in the upper tier, until
+	// written. Default 256 MiB.
 	DemoteQueueBytes int64
-	// DemoteWorkers write queued demotions. Default 2.
+	// DemoteWorkers write queued demotions, at each tier boundary. Default 2.
 	DemoteWorkers int
 	// DemoteWhenFull is DemoteWait (default) or DemoteDrop.
 	DemoteWhenFull string
