@@ -14,6 +14,33 @@ import (
 // token count is not a size: see ParseTokenCount.
 func ParseSize(s string) (int64, error) { return bytesize.Parse(s) }
 
+// SizeFlag is a byte-size flag: its name, its text as given, and where
+// its value goes. An Optional flag left empty is not set.
+type SizeFlag struct {
+	Name, Text string
+	Set        func(int64)
+	Optional   bool
+}
+
+// ParseSizes reads every flag as ParseSize does and sets those that read,
+// returning an error for each that does not, naming its flag, so a
+// harness reports every bad size at once.
+func ParseSizes(flags ...SizeFlag) []error {
+	var errs []error
+	for _, f := range flags {
+		if f.Optional && f.Text == "" {
+			continue
+		}
+		n, err := ParseSize(f.Text)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", f.Name, err))
+			continue
+		}
+		f.Set(n)
+	}
+	return errs
+}
+
 // ParseTokenCount reads a token count as the bench flags take it: a whole
 // number with an optional decimal suffix K, M or G ("3M" is 3,000,000
 // tokens, as the paper counts), or a fractional one ("1.5M").

@@ -1,6 +1,9 @@
 package bench
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseTokenCount(t *testing.T) {
 	f := func(in string, want int64, ok bool) {
@@ -43,4 +46,20 @@ func TestParseSize(t *testing.T) {
 	f("", 0, false)
 	f("-1MiB", 0, false)
 	f("4 lots", 0, false)
+}
+
+func TestParseSizes(t *testing.T) {
+	var a, b, c int64 = -1, -1, -1
+	errs := ParseSizes(
+		SizeFlag{Name: "a", Text: "2KiB", Set: func(n int64) { a = n }},
+		SizeFlag{Name: "b", Text: "lots", Set: func(n int64) { b = n }},
+		SizeFlag{Name: "c", Text: "", Set: func(n int64) { c = n }, Optional: true},
+		SizeFlag{Name: "d", Text: "", Set: func(int64) {}},
+	)
+	if a != 2048 || b != -1 || c != -1 {
+		t.Fatalf("set a=%d b=%d c=%d, want 2048 -1 -1", a, b, c)
+	}
+	if len(errs) != 2 || !strings.HasPrefix(errs[0].Error(), "--b: ") || !strings.HasPrefix(errs[1].Error(), "--d: ") {
+		t.Fatalf("errors %v, want one naming --b and one naming --d", errs)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/yuebing/yuebing/bench"
-	"github.com/yuebing/yuebing/server"
 )
 
 // Flags are the settings of `yuebing bench cluster` as written on its
@@ -29,21 +28,11 @@ func (f *Flags) Parse() (Options, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	o := f.Options
-	for _, s := range []struct {
-		name, v string
-		dst     func(int64)
-	}{
-		{"dram-capacity", f.DRAMCapacity, func(n int64) { o.DRAMCapacity = n }},
-		{"block-bytes", f.BlockBytes, func(n int64) { o.BlockBytes = int(n) }},
-		{"get-size", f.GetSize, func(n int64) { o.GetSize = int(n) }},
-	} {
-		var n server.ByteSize
-		if err := n.UnmarshalText([]byte(s.v)); err != nil {
-			bad("--%s: %v", s.name, err)
-			continue
-		}
-		s.dst(int64(n))
-	}
+	errs = append(errs, bench.ParseSizes(
+		bench.SizeFlag{Name: "dram-capacity", Text: f.DRAMCapacity, Set: func(n int64) { o.DRAMCapacity = n }},
+		bench.SizeFlag{Name: "block-bytes", Text: f.BlockBytes, Set: func(n int64) { o.BlockBytes = int(n) }},
+		bench.SizeFlag{Name: "get-size", Text: f.GetSize, Set: func(n int64) { o.GetSize = int(n) }},
+	)...)
 	var err error
 	if o.Ranks, err = bench.ParseRanks(f.Ranks, ""); err != nil {
 		errs = append(errs, err)

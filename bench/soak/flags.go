@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/yuebing/yuebing/bench"
-	"github.com/yuebing/yuebing/server"
 )
 
 // Flags are the settings of `yuebing bench soak` as written on its command
@@ -36,23 +35,13 @@ func (f *Flags) Parse() (Options, error) {
 	if o.S3, err = f.S3.Parse(); err != nil {
 		errs = append(errs, err)
 	}
-	for _, s := range []struct {
-		name, v string
-		dst     func(int64)
-	}{
-		{"dram-capacity", f.DRAMCapacity, func(n int64) { o.DRAMCapacity = n }},
-		{"ssd-capacity", f.SSDCapacity, func(n int64) { o.SSDCapacity = n }},
-		{"max-inflight-bytes", f.MaxInflightBytes, func(n int64) { o.MaxInflightBytes = n }},
-		{"min-value", f.MinValue, func(n int64) { o.MinValue = int(n) }},
-		{"max-value", f.MaxValue, func(n int64) { o.MaxValue = int(n) }},
-	} {
-		var n server.ByteSize
-		if err := n.UnmarshalText([]byte(s.v)); err != nil {
-			bad("--%s: %v", s.name, err)
-			continue
-		}
-		s.dst(int64(n))
-	}
+	errs = append(errs, bench.ParseSizes(
+		bench.SizeFlag{Name: "dram-capacity", Text: f.DRAMCapacity, Set: func(n int64) { o.DRAMCapacity = n }},
+		bench.SizeFlag{Name: "ssd-capacity", Text: f.SSDCapacity, Set: func(n int64) { o.SSDCapacity = n }},
+		bench.SizeFlag{Name: "max-inflight-bytes", Text: f.MaxInflightBytes, Set: func(n int64) { o.MaxInflightBytes = n }},
+		bench.SizeFlag{Name: "min-value", Text: f.MinValue, Set: func(n int64) { o.MinValue = int(n) }},
+		bench.SizeFlag{Name: "max-value", Text: f.MaxValue, Set: func(n int64) { o.MaxValue = int(n) }},
+	)...)
 	if f.NoKill {
 		o.KillEvery, o.EngineKillEvery = -1, -1
 	} else if o.KillEvery <= 0 {

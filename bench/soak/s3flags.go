@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/yuebing/yuebing/server"
+	"github.com/yuebing/yuebing/bench"
 )
 
 // S3Flags are the --s3* settings of `yuebing bench soak` as written on its
@@ -33,23 +33,10 @@ func (f *S3Flags) Parse() (S3Options, error) {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	o := S3Options{Local: f.Local, Versitygw: f.Versitygw, Endpoint: f.Endpoint, Bucket: f.Bucket,
 		Namespace: f.Namespace, CredentialsFile: f.CredentialsFile, KillAt: f.KillAt, DownFor: f.DownFor}
-	for _, s := range []struct {
-		name, v string
-		dst     *int64
-	}{
-		{"s3-capacity", f.Capacity, &o.Capacity},
-		{"s3-segment-size", f.SegmentSize, &o.SegmentSize},
-	} {
-		if s.v == "" {
-			continue
-		}
-		var n server.ByteSize
-		if err := n.UnmarshalText([]byte(s.v)); err != nil {
-			bad("--%s: %v", s.name, err)
-			continue
-		}
-		*s.dst = int64(n)
-	}
+	errs = append(errs, bench.ParseSizes(
+		bench.SizeFlag{Name: "s3-capacity", Text: f.Capacity, Set: func(n int64) { o.Capacity = n }, Optional: true},
+		bench.SizeFlag{Name: "s3-segment-size", Text: f.SegmentSize, Set: func(n int64) { o.SegmentSize = n }, Optional: true},
+	)...)
 	if !o.Enabled() {
 		if f.Namespace != "" || f.CredentialsFile != "" || f.Capacity != "" || f.SegmentSize != "" || f.KillAt != 0 || f.DownFor != 0 || f.NoKill {
 			bad("--s3-*: want --s3, or --s3-endpoint and --s3-bucket, to give the nodes an S3 tier")
