@@ -39,7 +39,7 @@ func TestChainAdmission(t *testing.T) {
 				if !inSSD(key(c, 0)) || !inSSD(key(c, 2)) {
 					return false
 				}
-				if _, ok := h.Lookup(key(c, 3)); ok && !wantTails && !inSSD(key(c, 3)) {
+				if _, ok := h.Lookup(key(c, 3)); ok && !inSSD(key(c, 3)) {
 					return false // the tail's eviction is still on its way
 				}
 			}
