@@ -370,6 +370,7 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 			Store: n.store, Tokens: tokens, MaxValueSize: int64(n.cfg.Limits.MaxBlockSize),
 			Logger: n.log, Version: n.cfg.Version, Budget: n.budget.User(budgetRESP),
 			Latency:   n.api.RESPLatency,
+			Retain:    n.api.retainRESP,
 			InlineMax: n.cfg.RESP.InlineMax, InlineCapacity: int64(n.cfg.RESP.InlineCapacity),
 		}
 		if cn := n.clusterNode(); cn != nil && !n.cfg.Cluster.RESPLocalOnly {

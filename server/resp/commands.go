@@ -242,6 +242,7 @@ func commandTable() []*command {
 		{name: "pexpireat", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", since: "2.6.0", summary: "Sets the expiration time of a key to a Unix milliseconds timestamp.", fn: cmdPExpireAt},
 		{name: "persist", arity: 2, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", since: "2.2.0", summary: "Removes the expiration time of a key.", fn: cmdPersist},
 		{name: "scan", arity: -2, flags: []string{"readonly"}, group: "generic", since: "2.8.0", summary: "Iterates over the key names in the database.", fn: cmdScan},
+		{name: "yuebing.retain", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", since: "1.0.0", summary: "Changes or releases the retention class of a key's value without rewriting it.", fn: cmdRetain},
 		{name: "keys", arity: 2, flags: []string{"readonly"}, group: "generic", since: "1.0.0", summary: "Returns all key names that match a pattern.", fn: cmdKeys},
 	}
 }

@@ -87,6 +87,13 @@ type Options struct {
 	// at least the other half. Over any other top tier they sit beside
 	// it; default a sixteenth of its capacity, at least 16 MiB.
 	InlineCapacity int64
+	// Retain gives the stored block key of namespace ns, of size bytes,
+	// a retention class until until (zero: until changed): what SET ...
+	// RETENTION and YUEBING.RETAIN call once the value is stored. The
+	// node wires it to its API, which charges hard pins against the
+	// namespace's quota; an error wrapping tier.ErrNotFound means the block
+	// is gone. Nil: Store.SetRetention, with no quota.
+	Retain func(ctx context.Context, ns string, key block.Key, size int64, class tier.Retention, until time.Time) error
 	// Version is reported as yuebing_version by INFO. Default "devel".
 	Version string
 	// Now is the clock for expiry. Default time.Now.

@@ -13,6 +13,8 @@ type setOpts struct {
 	expireAt             int64 // Unix ms; 0 for none
 	// intReply answers :1 for a value set and :0 for one skipped (SETNX).
 	intReply bool
+	// retain is the RETENTION option (retention.go).
+	retain retainOpt
 }
 
 // parseSetOpts parses SET's options as Redis 7 does: flags first (a
@@ -46,6 +48,13 @@ func (c *conn) parseSetOpts(args [][]byte) (setOpts, string) {
 		case eq(a, "pxat") && !o.keepTTL && !ex && !px && !exat && hasNext:
 			pxat, num = true, args[i+1]
 			i++
+		case eq(a, "retention") && !o.retain.set:
+			r, used, msg := parseRetainOpt(args[i+1:])
+			if msg != "" {
+				return o, msg
+			}
+			o.retain = r
+			i += used
 		default:
 			return o, errSyntax
 		}
@@ -177,12 +186,15 @@ func (c *conn) setSmall(name, val []byte, o setOpts, reply bool) error {
 			expireAt = cur.expireAt.Load()
 		}
 	}
-	if c.s.inlineOK(len(val)) {
+	if c.s.inlineOK(len(val)) && !o.retain.keepsBlock() {
 		return c.install(name, c.newInline(name, val, expireAt), o, reply)
 	}
 	e, popts := c.newEntry(name, int64(len(val)), expireAt)
 	if _, err := c.s.store.Put(c.s.ctx, e.bkey(), val, popts); err != nil {
 		c.writeError(storeError(err, int64(len(val))))
+		return nil
+	}
+	if !c.retainStored(e, o.retain) {
 		return nil
 	}
 	return c.install(name, e, o, reply)
@@ -253,6 +265,9 @@ func (c *conn) setStreamed(name []byte, size int64, rest func() (setOpts, string
 	}
 	if e.expireAt.Load() != 0 {
 		e = c.rewrite(name, e)
+	}
+	if !c.retainStored(e, o.retain) {
+		return nil
 	}
 	return c.install(name, e, o, reply)
 }
