@@ -378,6 +378,17 @@ func (a *API) batchPut(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
+	parent, hasParent, err := parentHeader(c.Request.Header)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	chained, err := chainHeader(c.Request.Header)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	hasParent = hasParent && chained
 	var (
 		results []batchPutItem
 		total   int64
@@ -410,7 +421,10 @@ func (a *API) batchPut(c *gin.Context) {
 		size := int64(h.Length)
 		t := target{key: h.Key, ns: ns}
 		opts := tier.PutOptions{Checksum: h.CRC, HasChecksum: h.HasCRC(), Meta: meta, PinnedUntil: a.contexts.pinFor(h.Key, ns),
-			Retention: ret.class, RetainUntil: ret.until}
+			Retention: ret.class, RetainUntil: ret.until, Parent: parent, HasParent: hasParent}
+		if chained {
+			parent, hasParent = h.Key, true
+		}
 		release, err := a.reserve(ctx, size)
 		if err != nil {
 			stop(err)

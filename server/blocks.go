@@ -169,6 +169,10 @@ func (a *API) put(c *gin.Context, t target) {
 		return
 	}
 	opts := tier.PutOptions{Retention: ret.class, RetainUntil: ret.until}
+	if opts.Parent, opts.HasParent, err = parentHeader(c.Request.Header); err != nil {
+		a.fail(c, err)
+		return
+	}
 	if opts.Checksum, opts.HasChecksum, err = crcHeader(c.GetHeader(HeaderCRC)); err != nil {
 		a.fail(c, err)
 		return

@@ -133,8 +133,9 @@ type SSDConfig struct {
 	// Capacity of the segment files. Default (0): min(64 GiB, 50% of the
 	// free disk of the data directory's filesystem, counting what the tier
 	// already holds as free).
-	Capacity    ByteSize `yaml:"capacity"`
-	ssd.Options `yaml:",inline"`
+	Capacity        ByteSize `yaml:"capacity"`
+	ssd.Options     `yaml:",inline"`
+	AdmissionConfig `yaml:",inline"`
 }
 
 // AuthConfig configures authentication.
@@ -529,6 +530,7 @@ func (c *Config) Validate() error {
 	}
 	l := c.Limits
 	if l.MaxBlockSize <= 0 || l.MaxBlockSize > block.MaxPayload {
+	c.SSD.AdmissionConfig.validate(bad)
 		bad("limits.max_block_size", "%s: want 1B to 4GiB", l.MaxBlockSize)
 	} else if l.MaxBlockSize > c.DRAM.Capacity && l.MaxBlockSize > c.SSD.Capacity/2 {
 		bad("limits.max_block_size", "%s fits neither dram.capacity %s nor half of ssd.capacity %s", l.MaxBlockSize, c.DRAM.Capacity, c.SSD.Capacity)

@@ -337,7 +337,9 @@ func openStore(cfg Config, logger *slog.Logger) (*tier.Hierarchy, error) {
 		}
 		tiers = append(tiers, st)
 	}
-	h, err := tier.NewHierarchy(tiers, tier.HierarchyOptions{Logger: logger})
+	hopts := tier.HierarchyOptions{Logger: logger}
+	cfg.SSD.AdmissionConfig.apply(&hopts)
+	h, err := tier.NewHierarchy(tiers, hopts)
 	if err != nil {
 		for _, t := range tiers {
 			t.Close()

@@ -25,8 +25,7 @@ type admission struct {
 
 // startAdmission makes the policy HierarchyOptions.Admission names, if it
 // is not AdmitAll, and subscribes it to the hierarchy's reads and copies.
-// Blocks written with Create carry no parent to the policy and are
-// admitted as by AdmitAll.
+// Blocks put (or created) without a parent are admitted as by AdmitAll.
 func (h *Hierarchy) startAdmission() error {
 	if h.opts.Admission == policy.AdmitAll || len(h.tiers) < 2 {
 		return nil

@@ -34,12 +34,13 @@ func (h *Hierarchy) Create(ctx context.Context, key block.Key, size int64, opts 
 	if e, ok := h.ix.Get(key); ok && e.Tiers != 0 {
 		return nil, ErrExists
 	}
+	h.noteParent(opts)
 	var last error
 	for level, t := range h.tiers {
 		w, err := t.Create(ctx, key, size, opts)
 		switch {
 		case err == nil:
-			return &hierWriter{Writer: w, h: h, key: key, level: level, size: size}, nil
+			return &hierWriter{Writer: w, h: h, key: key, level: level, size: size, opts: opts}, nil
 		case errors.Is(err, ErrExists):
 			return nil, err
 		case errors.Is(err, ErrTooLarge), errors.Is(err, ErrNoSpace), errors.Is(err, ErrUnavailable):
@@ -59,6 +60,7 @@ type hierWriter struct {
 	key   block.Key
 	level int
 	size  int64
+	opts  PutOptions
 }
 
 // Commit makes the tier's copy durable (an SSD writer's write and sync)
@@ -68,6 +70,11 @@ func (w *hierWriter) Commit(ctx context.Context) error {
 		return err
 	}
 	w.h.indexCopy(w.key, w.level)
+	if w.opts.HasParent {
+		// The HTTP API streams its puts in through Create: without this
+		// the admission policy would never see a server's chains.
+		w.h.notePut(w.key, w.opts)
+	}
 	return nil
 }
 
