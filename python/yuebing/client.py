@@ -337,10 +337,15 @@ class Client:
 
     def put_many(self, names=None, values=(), *, keys=None, namespace: str | None = None,
                  replicas: int | None = None, retention: str | None = None,
-                 retention_ttl: int | None = None) -> list[Item]:
+                 retention_ttl: int | None = None, chain: bool = False) -> list[Item]:
         """Stores each value as its own put; one Item per value, in order.
-        ``retention`` and ``retention_ttl`` as for put."""
+        ``retention`` and ``retention_ttl`` as for put. ``chain=True`` says the
+        keys are one prefix chain in order (each key's parent is the one
+        before it): the node's SSD admission policy uses it to keep a chain's
+        tail off flash (docs/policies.md). It needs keys, not names."""
         _check_retention(retention, retention_ttl)
+        if chain and keys is None:
+            raise BadRequest(0, "bad_request", "chain=True needs keys: names have no chain")
         ts = self._names(names, keys)
         vals = [_mv(v) for v in values]
         if len(vals) != len(ts):
@@ -348,7 +353,7 @@ class Client:
         if not ts:
             return []
         ns = self._ns(namespace)
-        st = None if retention else self._usable_shm()
+        st = None if retention or chain else self._usable_shm()
         if st is not None and all(0 < len(v) for v in vals):
             try:
                 out: list[Item] = []
@@ -358,7 +363,7 @@ class Client:
             except ConnectionFailed:
                 self._drop_shm()  # puts are idempotent: the socket path redoes them all
         if ts[0][1] is not None:
-            return self._frames_put(ns, ts, vals, replicas, retention, retention_ttl)
+            return self._frames_put(ns, ts, vals, replicas, retention, retention_ttl, chain)
         out = []
         for (n, _), v in zip(ts, vals):
             try:
@@ -368,7 +373,7 @@ class Client:
                 out.append(Item(_keys.opaque_key(ns, n) if isinstance(n, str) else b"", "error", error=e))
         return out
 
-    def _frames_put(self, ns, ts, vals, replicas, retention=None, retention_ttl=None) -> list[Item]:
+    def _frames_put(self, ns, ts, vals, replicas, retention=None, retention_ttl=None, chain=False) -> list[Item]:
         parts: list = [b"YBF1"]
         for (n, k), v in zip(ts, vals):
             parts += [_FRAME.pack(k, 0, 0, len(v)), v]
@@ -376,6 +381,8 @@ class Client:
         if replicas:
             h["X-Yuebing-Replicas"] = str(replicas)
         _retention_headers(h, retention, retention_ttl)
+        if chain:
+            h["X-Yuebing-Chain"] = "1"
         total = sum(len(memoryview(p)) for p in parts)
         body = bytearray(total)
         pos = 0
