@@ -107,6 +107,11 @@ type RESPConfig struct {
 	// table entries), which they take from the DRAM tier's capacity.
 	// Default (0): half of dram.capacity.
 	InlineCapacity ByteSize `yaml:"inline_capacity"`
+	// EventLoop serves connections from epoll event loops rather than a
+	// goroutine each (Linux only; docs/resp.md, "Event loop").
+	EventLoop bool `yaml:"event_loop"`
+	// EventLoops is the number of event loops. Default (0): GOMAXPROCS.
+	EventLoops int `yaml:"event_loops"`
 }
 
 // ShmConfig configures the shared-memory staging service: staging.Options,

@@ -374,6 +374,7 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 			Latency:   n.api.RESPLatency,
 			Retain:    n.api.retainRESP,
 			InlineMax: n.cfg.RESP.InlineMax, InlineCapacity: int64(n.cfg.RESP.InlineCapacity),
+			EventLoop: n.cfg.RESP.EventLoop, EventLoops: n.cfg.RESP.EventLoops,
 		}
 		if cn := n.clusterNode(); cn != nil && !n.cfg.Cluster.RESPLocalOnly {
 			ropts.Cluster = clusterNames{cn}

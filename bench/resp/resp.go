@@ -69,6 +69,9 @@ type Options struct {
 	// (util-linux) and at least two CPUs. redis-server's --io-threads is
 	// RedisIOThreads either way.
 	Pin bool
+	// EventLoop serves yuebing's connections from its event loops
+	// (resp.Options.EventLoop).
+	EventLoop bool
 	// RedisIOThreads is redis-server's --io-threads, the same with and
 	// without Pin. Default 1: I/O threads busy-wait, so on a small machine
 	// more of them take CPU the benchmark client needs and inflate
@@ -337,7 +340,7 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 				"ops_per_sec": ours, "mb_per_sec": ours * float64(c.size) / 1e6,
 				"baseline": "redis-server", "baseline_ops_per_sec": base, "ratio": ours / base,
 				"cpu_us_per_op": median(cpuPerOp["yuebing"]), "baseline_cpu_us_per_op": median(cpuPerOp["redis-server"]),
-				"pinned": o.Pin, "redis_io_threads": ioThreads,
+				"pinned": o.Pin, "event_loop": o.EventLoop, "redis_io_threads": ioThreads,
 			})
 		}
 	}
@@ -414,7 +417,7 @@ func startRespServer(o Options, dir string) (addr string, stop func(), err error
 		s.Close()
 		return "", nil, fmt.Errorf("bench: %w", err)
 	}
-	srv, err := resp.NewServer(resp.Options{Store: h, Logger: quiet})
+	srv, err := resp.NewServer(resp.Options{Store: h, Logger: quiet, EventLoop: o.EventLoop})
 	if err != nil {
 		h.Close()
 		return "", nil, fmt.Errorf("bench: %w", err)

@@ -94,6 +94,15 @@ type Options struct {
 	// namespace's quota; an error wrapping tier.ErrNotFound means the block
 	// is gone. Nil: Store.SetRetention, with no quota.
 	Retain func(ctx context.Context, ns string, key block.Key, size int64, class tier.Retention, until time.Time) error
+	// EventLoop serves connections from epoll event loops instead of a
+	// goroutine each (Linux only; NewServer fails elsewhere). A loop runs
+	// small commands known not to block; a connection sending anything
+	// else (a large value, AUTH, a command that may wait on the store, the
+	// budget or the cluster) leaves its loop for a goroutine of its own
+	// for good. Default off (docs/resp.md, "Event loop").
+	EventLoop bool
+	// EventLoops is the number of event loops. Default GOMAXPROCS.
+	EventLoops int
 	// Version is reported as yuebing_version by INFO. Default "devel".
 	Version string
 	// Now is the clock for expiry. Default time.Now.
@@ -234,6 +243,9 @@ func (o *Options) Validate() error {
 	}
 	if o.InlineMax > 0 && o.InlineCapacity <= 0 {
 		errs = append(errs, fmt.Errorf("resp: InlineCapacity %d must be positive", o.InlineCapacity))
+	}
+	if o.EventLoops < 0 || o.EventLoops > 1024 {
+		errs = append(errs, fmt.Errorf("resp: EventLoops %d must be in [0, 1024]", o.EventLoops))
 	}
 	if o.StallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("resp: StallTimeout %v must not be negative", o.StallTimeout))

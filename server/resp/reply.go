@@ -122,7 +122,9 @@ func (c *conn) writeVerbatim(s string) {
 // string. A long view goes to the socket directly from the store's memory;
 // the caller may release its pin when writeView returns.
 func (c *conn) writeView(b []byte) error {
-	if len(b) < zeroCopyMin {
+	if len(b) < zeroCopyMin || c.lp != nil {
+		// An event loop never blocks on a write: it copies, and writes
+		// when the socket has room.
 		c.writeBulk(b)
 		return nil
 	}
@@ -147,7 +149,7 @@ func (c *conn) maybeFlush() error {
 
 // flush writes the buffered replies.
 func (c *conn) flush() error {
-	if len(c.out) == 0 {
+	if len(c.out) == 0 || c.lp != nil { // a loop writes its connections' replies itself
 		return nil
 	}
 	c.writeDeadline()

@@ -66,6 +66,9 @@ type Server struct {
 		closing   bool
 	}
 	connWG sync.WaitGroup
+	// loops serve connections when Options.EventLoop is set; nil
+	// otherwise.
+	loops *loops
 }
 
 type counters struct {
@@ -124,6 +127,13 @@ func NewServer(opts Options) (*Server, error) {
 	if ts := opts.Store.Tiers(); len(ts) > 0 {
 		s.share.r, _ = ts[0].(reserver)
 	}
+	if opts.EventLoop {
+		ls, err := newLoops(s, opts.EventLoops)
+		if err != nil {
+			return nil, err
+		}
+		s.loops = ls
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.stopping = make(chan struct{})
 	s.mu.listeners = make(map[net.Listener]struct{})
@@ -136,6 +146,9 @@ func NewServer(opts Options) (*Server, error) {
 	s.bg.stop = make(chan struct{})
 	s.bg.wg.Go(s.expireLoop)
 	s.bg.wg.Go(s.deleteLoop)
+	if s.loops != nil {
+		s.loops.start()
+	}
 	return s, nil
 }
 
@@ -370,6 +383,9 @@ func (s *Server) Serve(ln net.Listener) error {
 			nc.Close()
 			continue
 		}
+		if s.loops != nil && s.loops.add(c) {
+			continue
+		}
 		go c.serve()
 	}
 }
@@ -504,6 +520,11 @@ type conn struct {
 	busy     bool      // inside a command; only the conn's goroutine uses it
 	rdl, wdl time.Time // when the read and write deadlines were last moved
 	rdlSet   bool
+	// lp is the connection's state in an event loop; nil on the
+	// goroutine path. pre holds what the loop had read but not run when
+	// the connection left it, for the goroutine to read first.
+	lp  *loopState
+	pre []byte
 
 	mu struct {
 		sync.Mutex
@@ -565,6 +586,21 @@ type connReader struct{ c *conn }
 
 func (r connReader) Read(p []byte) (int, error) {
 	c := r.c
+	if lp := c.lp; lp != nil {
+		// The loop hands the parser only whole commands: running dry here
+		// means its frame scan and the parser disagree.
+		if len(lp.feed) == 0 {
+			return 0, errLoopDry
+		}
+		n := copy(p, lp.feed)
+		lp.feed = lp.feed[n:]
+		return n, nil
+	}
+	if len(c.pre) > 0 {
+		n := copy(p, c.pre)
+		c.pre = c.pre[n:]
+		return n, nil
+	}
 	if c.busy && c.s.opts.StallTimeout > 0 {
 		if now := time.Now(); now.Sub(c.rdl) >= c.s.opts.StallTimeout/4 {
 			c.rdl = now

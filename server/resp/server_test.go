@@ -59,6 +59,7 @@ func startServer(t testing.TB, opts Options) *testServer {
 		opts.Store = testStore(t, 64<<20, 256<<20)
 		t.Cleanup(func() { opts.Store.Close() })
 	}
+	opts.EventLoop = opts.EventLoop || *eventLoop
 	s, err := NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
