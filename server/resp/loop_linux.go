@@ -104,14 +104,40 @@ func (ls *loops) add(c *conn) bool {
 }
 
 func (l *loop) run() {
-	defer unix.Close(l.epfd)
+	// The epoll descriptor is itself registered with the runtime's
+	// poller, which reports it readable when its sockets have events: the
+	// loop asks epoll_wait with no timeout and, when nothing is ready,
+	// parks as any goroutine waiting on a socket does. Blocking in
+	// epoll_wait instead holds a thread in a system call, which the
+	// runtime answers with sysmon wake-ups and P hand-offs that cost more
+	// than the loop saves (docs/benchmarks.md).
+	f, rc := l.pollable()
+	if f != nil {
+		defer f.Close()
+	} else {
+		defer unix.Close(l.epfd)
+	}
 	events := make([]unix.EpollEvent, 256)
 	ready := make([]*conn, 0, 256)
 	lastTick := time.Now()
 	for {
-		n, err := unix.EpollWait(l.epfd, events, int(loopTick/time.Millisecond))
+		var n int
+		var err error
+		if rc != nil {
+			f.SetReadDeadline(lastTick.Add(loopTick))
+			rerr := rc.Read(func(uintptr) bool {
+				n, err = unix.EpollWait(l.epfd, events, 0)
+				return n != 0 || err != nil && !errors.Is(err, unix.EINTR)
+			})
+			if rerr != nil && !errors.Is(rerr, os.ErrDeadlineExceeded) {
+				err = rerr
+			}
+		} else {
+			n, err = unix.EpollWait(l.epfd, events, int(loopTick/time.Millisecond))
+		}
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			l.s.opts.Logger.Error("resp: event loop: epoll_wait failed", "err", err)
+			n = 0
 			time.Sleep(loopTick) // not a spin; Shutdown still closes every connection
 		}
 		ready = ready[:0]
@@ -137,6 +163,21 @@ func (l *loop) run() {
 			}
 		}
 	}
+}
+
+// pollable registers the epoll descriptor with the runtime's poller; nil
+// if it cannot, and the loop then blocks in epoll_wait.
+func (l *loop) pollable() (*os.File, syscall.RawConn) {
+	if err := unix.SetNonblock(l.epfd, true); err != nil {
+		return nil, nil
+	}
+	f := os.NewFile(uintptr(l.epfd), "epoll")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, nil
+	}
+	return f, rc
 }
 
 // tick closes connections that Shutdown, CLIENT KILL or the stall timeout
