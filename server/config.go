@@ -530,12 +530,12 @@ func (c *Config) Validate() error {
 	if c.SSD.Capacity < minSSDCapacity {
 		bad("ssd.capacity", "%s is below the minimum of %s", c.SSD.Capacity, ByteSize(minSSDCapacity))
 	}
+	c.SSD.AdmissionConfig.validate(bad)
 	if _, err := block.ParseCodec(c.SSD.Compression); err != nil {
 		bad("ssd.compression", "%q: want none, s2 or zstd", c.SSD.Compression)
 	}
 	l := c.Limits
 	if l.MaxBlockSize <= 0 || l.MaxBlockSize > block.MaxPayload {
-	c.SSD.AdmissionConfig.validate(bad)
 		bad("limits.max_block_size", "%s: want 1B to 4GiB", l.MaxBlockSize)
 	} else if l.MaxBlockSize > c.DRAM.Capacity && l.MaxBlockSize > c.SSD.Capacity/2 {
 		bad("limits.max_block_size", "%s fits neither dram.capacity %s nor half of ssd.capacity %s", l.MaxBlockSize, c.DRAM.Capacity, c.SSD.Capacity)
