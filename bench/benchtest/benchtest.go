@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -57,4 +58,18 @@ func MustTrace(t *testing.T, reqs ...bench.Request) *bench.Trace {
 // Req makes a request of full 512-token blocks.
 func Req(ids ...uint64) bench.Request {
 	return bench.Request{InputLength: len(ids) * bench.TraceBlockTokens, HashIDs: ids}
+}
+
+// WantErrors fails t unless err is an error whose text holds every one of
+// wants: a harness's flag check names every bad flag in one error.
+func WantErrors(t testing.TB, err error, wants ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, w := range wants {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
 }

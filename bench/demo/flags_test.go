@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/yuebing/yuebing/bench/benchtest"
 )
 
 func TestFlagsParse(t *testing.T) {
@@ -27,14 +29,7 @@ func TestFlagsParse(t *testing.T) {
 				}
 				return
 			}
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			benchtest.WantErrors(t, err, tc.want...)
 			if tc.not != "" && strings.Contains(err.Error(), tc.not) {
 				t.Errorf("error %q has %q", err, tc.not)
 			}

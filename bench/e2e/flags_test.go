@@ -1,8 +1,9 @@
 package e2e
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/yuebing/yuebing/bench/benchtest"
 )
 
 func TestFlagsParse(t *testing.T) {
@@ -26,14 +27,7 @@ func TestFlagsParse(t *testing.T) {
 				}
 				return
 			}
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			benchtest.WantErrors(t, err, tc.want...)
 		})
 	}
 }
@@ -45,12 +39,5 @@ func TestRouterFlagsParse(t *testing.T) {
 	}
 	bad := RouterFlags{Routings: "conductor,nope", Prompts: "text", TTFTSLO: -1}
 	_, err := bad.Parse(Options{}, nil)
-	if err == nil {
-		t.Fatal("no error")
-	}
-	for _, w := range []string{`--prompts: "text": want ids or chat`, `--routing: "nope"`, "--ttft-slo and --bandwidth must not be negative"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q lacks %q", err, w)
-		}
-	}
+	benchtest.WantErrors(t, err, `--prompts: "text": want ids or chat`, `--routing: "nope"`, "--ttft-slo and --bandwidth must not be negative")
 }

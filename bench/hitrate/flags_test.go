@@ -1,8 +1,9 @@
 package hitrate
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/yuebing/yuebing/bench/benchtest"
 )
 
 func TestFlagsOptions(t *testing.T) {
@@ -33,14 +34,7 @@ func TestFlagsOptions(t *testing.T) {
 				}
 				return
 			}
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			benchtest.WantErrors(t, err, tc.want...)
 		})
 	}
 }

@@ -1,9 +1,10 @@
 package http
 
 import (
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/yuebing/yuebing/bench/benchtest"
 )
 
 func TestFlagsParse(t *testing.T) {
@@ -39,14 +40,7 @@ func TestFlagsParse(t *testing.T) {
 				}
 				return
 			}
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			benchtest.WantErrors(t, err, tc.want...)
 		})
 	}
 }

@@ -3,8 +3,9 @@ package python
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/yuebing/yuebing/bench/benchtest"
 )
 
 // pkgDir makes a directory that looks like the Python package to Parse.
@@ -49,14 +50,7 @@ func TestFlagsParse(t *testing.T) {
 				}
 				return
 			}
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			benchtest.WantErrors(t, err, tc.want...)
 		})
 	}
 }

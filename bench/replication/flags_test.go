@@ -1,8 +1,9 @@
 package replication
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/yuebing/yuebing/bench/benchtest"
 )
 
 func TestFlagsParse(t *testing.T) {
@@ -30,14 +31,7 @@ func TestFlagsParse(t *testing.T) {
 				}
 				return
 			}
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			benchtest.WantErrors(t, err, tc.want...)
 		})
 	}
 }

@@ -3,6 +3,8 @@ package resp
 import (
 	"strings"
 	"testing"
+
+	"github.com/yuebing/yuebing/bench/benchtest"
 )
 
 func TestFlagsParse(t *testing.T) {
@@ -45,14 +47,7 @@ func TestFlagsParse(t *testing.T) {
 				}
 				return
 			}
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			benchtest.WantErrors(t, err, tc.want...)
 			if n := strings.Count(err.Error(), "\n") + 1; n != len(tc.want) && tc.name != "every problem at once" {
 				t.Errorf("%d problems reported, want %d: %v", n, len(tc.want), err)
 			}

@@ -2,9 +2,10 @@ package store
 
 import (
 	"slices"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/yuebing/yuebing/bench/benchtest"
 )
 
 func TestFlagsParse(t *testing.T) {
@@ -36,14 +37,7 @@ func TestFlagsParse(t *testing.T) {
 				}
 				return
 			}
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			benchtest.WantErrors(t, err, tc.want...)
 		})
 	}
 }
