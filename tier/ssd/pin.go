@@ -16,17 +16,29 @@ func pinNanos(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// Pin implements tier.Tier. The pin is persisted with the block's location.
-func (s *SSD) Pin(key block.Key, until time.Time) error {
+// lockedEntry takes s.mu and returns key's entry with the lock held; if
+// the tier is closed or holds no such block it returns tier.ErrClosed or
+// tier.ErrNotFound with the lock released. It is the opening of every
+// change to one block (Pin, SetRetention, Delete).
+func (s *SSD) lockedEntry(key block.Key) (*entry, error) {
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()
-		return tier.ErrClosed
+		return nil, tier.ErrClosed
 	}
 	e, ok := s.mu.blocks[key]
 	if !ok {
 		s.mu.Unlock()
-		return tier.ErrNotFound
+		return nil, tier.ErrNotFound
+	}
+	return e, nil
+}
+
+// Pin implements tier.Tier. The pin is persisted with the block's location.
+func (s *SSD) Pin(key block.Key, until time.Time) error {
+	e, err := s.lockedEntry(key)
+	if err != nil {
+		return err
 	}
 	s.expirePinsLocked()
 	u := pinNanos(until)

@@ -69,15 +69,9 @@ func (s *SSD) SetRetention(key block.Key, r tier.Retention, until time.Time) err
 	if !r.Valid() {
 		return fmt.Errorf("ssd: %w: %v", tier.ErrRetention, r)
 	}
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return tier.ErrClosed
-	}
-	e, ok := s.mu.blocks[key]
-	if !ok {
-		s.mu.Unlock()
-		return tier.ErrNotFound
+	e, err := s.lockedEntry(key)
+	if err != nil {
+		return err
 	}
 	u := tier.UnixNanos(until)
 	if u != 0 && u <= s.now() {

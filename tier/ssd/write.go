@@ -178,15 +178,9 @@ func dropPages(f File, off, n int64) {
 
 // Delete implements tier.Tier.
 func (s *SSD) Delete(key block.Key) error {
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return tier.ErrClosed
-	}
-	e, ok := s.mu.blocks[key]
-	if !ok {
-		s.mu.Unlock()
-		return tier.ErrNotFound
+	e, err := s.lockedEntry(key)
+	if err != nil {
+		return err
 	}
 	delete(s.mu.blocks, key)
 	if e.pinnedUntil != 0 {
