@@ -5,8 +5,20 @@ import (
 	"time"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/server/resp"
 	"github.com/yuebing/yuebing/tier"
 )
+
+// pinNamespace is the namespace a stored block's hard pin is charged to:
+// the one the API's record names, or, for a Redis key's block, the one the
+// RESP front end's record names. A restart or a replica's arrival charges
+// pins by it, so RESP pins count against the quota as HTTP pins do.
+func pinNamespace(meta []byte) (string, bool) {
+	if m, ok := decodeMeta(meta); ok {
+		return m.Namespace, true
+	}
+	return resp.RecordNamespace(meta)
+}
 
 // retainRESP is the RESP front end's resp.Options.Retain: it gives the
 // block key, holding a value of namespace ns, class until until, a hard

@@ -249,8 +249,8 @@ func (q *pinQuota) usage() map[string]int64 {
 }
 
 // rebuild charges the hard-pinned blocks the store holds (recovered from
-// SSD at start, or copied in by replication) to the namespaces their
-// records name, whatever the quota: they are already stored.
+// SSD at start) to the namespaces their records name, the API's or the
+// RESP front end's, whatever the quota: they are already stored.
 func (q *pinQuota) rebuild(store *tier.Hierarchy) {
 	now := q.now()
 	for _, t := range store.Tiers() {
@@ -258,15 +258,15 @@ func (q *pinQuota) rebuild(store *tier.Hierarchy) {
 			if tier.RetentionOf(info, now) != tier.RetentionPinned {
 				return true
 			}
-			m, ok := decodeMeta(info.Meta)
+			ns, ok := pinNamespace(info.Meta)
 			if !ok {
 				return true
 			}
 			q.mu.Lock()
 			if _, dup := q.mu.keys[k]; !dup {
-				q.mu.keys[k] = pinnedRecord{ns: m.Namespace, size: info.Size, until: tier.UnixNanos(info.RetainUntil)}
-				q.mu.ns[m.Namespace] += info.Size
-				q.bytes.WithLabelValues(m.Namespace).Set(float64(q.mu.ns[m.Namespace]))
+				q.mu.keys[k] = pinnedRecord{ns: ns, size: info.Size, until: tier.UnixNanos(info.RetainUntil)}
+				q.mu.ns[ns] += info.Size
+				q.bytes.WithLabelValues(ns).Set(float64(q.mu.ns[ns]))
 			}
 			q.mu.Unlock()
 			return true

@@ -86,6 +86,14 @@ func parseRecord(b []byte) (record, error) {
 	return r, nil
 }
 
+// RecordNamespace returns the namespace of a RESP key's block from its
+// Meta, and false for a block that is not a RESP key's: how the node
+// charges a restarted or replicated hard pin to the namespace that made it.
+func RecordNamespace(meta []byte) (string, bool) {
+	r, err := parseRecord(meta)
+	return r.ns, err == nil
+}
+
 // blockKey is the block that holds generation gen of key name:
 // block.OpaqueKey(ns, gen as 8 bytes big-endian || name). The namespace
 // keeps tenants apart; the generation lets a SET write the new value beside
