@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/tier"
 )
 
@@ -15,7 +16,14 @@ type setOpts struct {
 	intReply bool
 	// retain is the RETENTION option (retention.go).
 	retain retainOpt
+	// parent is YUEBING.PARENT's key, the chain parent of a value stored
+	// as a block (chainParent); nil for none.
+	parent []byte
 }
+
+// optParent is SET's chain parent option. Redis's own options are single
+// words; the prefix keeps this one clear of any Redis may add.
+const optParent = "yuebing.parent"
 
 // parseSetOpts parses SET's options as Redis 7 does: flags first (a
 // conflict is a syntax error), then the expiry's number.
@@ -55,6 +63,16 @@ func (c *conn) parseSetOpts(args [][]byte) (setOpts, string) {
 			}
 			o.retain = r
 			i += used
+		case eq(a, optParent) && o.parent == nil:
+			if !hasNext {
+				return o, errSyntax
+			}
+			p := args[i+1]
+			if m := maxKeyLen(c.sp.name); len(p) > m {
+				return o, fmt.Sprintf("ERR YUEBING.PARENT key of %d bytes is longer than the %d bytes allowed", len(p), m)
+			}
+			o.parent = p
+			i++
 		default:
 			return o, errSyntax
 		}
@@ -90,6 +108,33 @@ func (c *conn) deadline(num []byte, seconds, relative bool, cmd string) (int64, 
 		ms += now
 	}
 	return ms, ""
+}
+
+// checkParent returns an error reply for a YUEBING.PARENT of o that
+// cannot be the parent of name: the key itself, whose old value the SET
+// replaces.
+func checkParent(name []byte, o setOpts) string {
+	if o.parent != nil && string(o.parent) == string(name) {
+		return "ERR YUEBING.PARENT names the key being set"
+	}
+	return ""
+}
+
+// chainParent returns the block of the YUEBING.PARENT key of o, for the
+// store's SSD admission (docs/policies.md): the parent's current value,
+// when it is held as a block. A parent missing here (never set, evicted,
+// or on another node) or kept inline gives none, and the value is
+// admitted as one without a chain: refusing it for a parent this node
+// cannot see would refuse every chain a cluster spreads across nodes.
+func (c *conn) chainParent(o setOpts) (block.Key, bool) {
+	if o.parent == nil {
+		return block.Key{}, false
+	}
+	p := c.find(o.parent)
+	if p == nil || p.inline || p.blk == nil {
+		return block.Key{}, false
+	}
+	return p.bkey(), true
 }
 
 // checkKey returns an error reply for a key that cannot be stored.
@@ -158,6 +203,9 @@ func cmdSet(c *conn, n int) error {
 			return nil
 		}
 		o, msg := c.parseSetOpts(args[3:])
+		if msg == "" {
+			msg = checkParent(name, o)
+		}
 		if msg != "" {
 			c.writeError(msg)
 			return nil
@@ -170,6 +218,9 @@ func cmdSet(c *conn, n int) error {
 			return setOpts{}, errSyntax, err
 		}
 		o, msg := c.parseSetOpts(args[2:])
+		if msg == "" {
+			msg = checkParent(name, o)
+		}
 		return o, msg, nil
 	}, true)
 }
@@ -190,6 +241,7 @@ func (c *conn) setSmall(name, val []byte, o setOpts, reply bool) error {
 		return c.install(name, c.newInline(name, val, expireAt), o, reply)
 	}
 	e, popts := c.newEntry(name, int64(len(val)), expireAt)
+	popts.Parent, popts.HasParent = c.chainParent(o)
 	if _, err := c.s.store.Put(c.s.ctx, e.bkey(), val, popts); err != nil {
 		c.writeError(storeError(err, int64(len(val))))
 		return nil
@@ -263,8 +315,8 @@ func (c *conn) setStreamed(name []byte, size int64, rest func() (setOpts, string
 			e.expireAt.Store(cur.expireAt.Load())
 		}
 	}
-	if e.expireAt.Load() != 0 {
-		e = c.rewrite(name, e)
+	if parent, ok := c.chainParent(o); ok || e.expireAt.Load() != 0 {
+		e = c.rewrite(name, e, parent, ok)
 	}
 	if !c.retainStored(e, o.retain) {
 		return nil
@@ -273,12 +325,14 @@ func (c *conn) setStreamed(name []byte, size int64, rest func() (setOpts, string
 }
 
 // rewrite copies the just-written block of e into a new generation whose
-// record carries e's deadline, which was not known when the value started
-// streaming, so that the deadline survives a restart. It costs one copy of
-// the value; if the store cannot make room for it, or the in-flight budget
-// for the copy when the value sits below DRAM, e is kept and its deadline
-// holds while the server runs.
-func (c *conn) rewrite(name []byte, e *entry) *entry {
+// record carries e's deadline, and whose put carries the chain parent
+// (hasParent), neither of which was known when the value started
+// streaming: the deadline then survives a restart and the store's
+// admission sees the chain. It costs one copy of the value; if the store
+// cannot make room for it, or the in-flight budget for the copy when the
+// value sits below DRAM, e is kept: its deadline holds while the server
+// runs, and it is admitted as a value without a parent.
+func (c *conn) rewrite(name []byte, e *entry, parent block.Key, hasParent bool) *entry {
 	release, msg := c.s.admitRead(e.bkey(), e.size())
 	if msg != "" {
 		return e
@@ -292,6 +346,7 @@ func (c *conn) rewrite(name []byte, e *entry) *entry {
 	}
 	defer h.Release()
 	ne, popts := c.newEntry(name, e.size(), e.expireAt.Load())
+	popts.Parent, popts.HasParent = parent, hasParent
 	if _, err := c.s.store.Put(c.s.ctx, ne.bkey(), h.Bytes(), popts); err != nil {
 		return e
 	}
