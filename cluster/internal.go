@@ -270,10 +270,19 @@ func (n *Node) handleFetch(w http.ResponseWriter, r *http.Request) {
 	// A replica keeps the block's retention class (docs/retention.md).
 	opts := tier.PutOptions{Checksum: h.Checksum(), HasChecksum: true, Meta: o.Info.Meta, PinnedUntil: o.Info.PinnedUntil,
 		Retention: o.Info.Retention, RetainUntil: o.Info.RetainUntil}
-	if _, err := n.store.Put(r.Context(), req.Key, h.Bytes(), opts); err != nil {
+	info := o.Info
+	info.Size = int64(len(h.Bytes()))
+	done, err := n.admitReplica(req.Key, info)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
+	if _, err := n.store.Put(r.Context(), req.Key, h.Bytes(), opts); err != nil {
+		done(false)
+		writeError(w, err)
+		return
+	}
+	done(true)
 	n.stats.admitted.Add(1)
 	writeJSON(w, struct{}{})
 }
@@ -293,6 +302,7 @@ func (n *Node) handleDrop(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	n.droppedReplica(req.Key)
 	writeJSON(w, struct{}{})
 }
 

@@ -94,6 +94,7 @@ type Node struct {
 	names   atomic.Pointer[NameLookup]
 	nameOps atomic.Pointer[NameOps]
 	statsFn atomic.Pointer[func() any]
+	replica atomic.Pointer[ReplicaAccount]
 
 	mu struct {
 		sync.Mutex

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/rdma/wire"
 	"github.com/yuebing/yuebing/tier"
 )
@@ -68,4 +69,43 @@ func unixOrZero(t time.Time) int64 {
 		return 0
 	}
 	return t.Unix()
+}
+
+// ReplicaAccount is told of the replicas the leader places on this node and
+// drops from it, so that the server charges a hard-pinned replica to this
+// node's pin quota when it arrives (docs/retention.md). Both methods must
+// be quick and safe for concurrent use.
+type ReplicaAccount interface {
+	// AdmitReplica is asked before a replica of key, described by info,
+	// is stored. An error refuses it: the leader's copy fails and it
+	// places the replica on another node. Otherwise done is called once,
+	// with whether the block was stored.
+	AdmitReplica(key block.Key, info tier.BlockInfo) (done func(stored bool), err error)
+	// DroppedReplica is told that the leader dropped key's replica here.
+	DroppedReplica(key block.Key)
+}
+
+// SetReplicaAccount makes the node consult a on every replica it receives
+// or drops; nil stops it.
+func (n *Node) SetReplicaAccount(a ReplicaAccount) {
+	if a == nil {
+		n.replica.Store(nil)
+		return
+	}
+	n.replica.Store(&a)
+}
+
+// admitReplica asks the ReplicaAccount, if any, to admit a replica.
+func (n *Node) admitReplica(key block.Key, info tier.BlockInfo) (func(bool), error) {
+	if a := n.replica.Load(); a != nil {
+		return (*a).AdmitReplica(key, info)
+	}
+	return func(bool) {}, nil
+}
+
+// droppedReplica tells the ReplicaAccount, if any, of a dropped replica.
+func (n *Node) droppedReplica(key block.Key) {
+	if a := n.replica.Load(); a != nil {
+		(*a).DroppedReplica(key)
+	}
 }

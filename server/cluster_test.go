@@ -151,7 +151,9 @@ func (n *clusterTestNode) authorizations() []string {
 	return slices.Clone(n.seen)
 }
 
-func startClusterNode(t *testing.T, etcd, name string) *clusterTestNode {
+// startClusterNode starts a node named name on the etcd at etcd; each of
+// with, if any, may change its options before it starts.
+func startClusterNode(t *testing.T, etcd, name string, with ...func(*cluster.Options, *APIOptions)) *clusterTestNode {
 	t.Helper()
 	dir := t.TempDir()
 	store := newTestStore(t, dir, 16<<20)
@@ -159,15 +161,21 @@ func startClusterNode(t *testing.T, etcd, name string) *clusterTestNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cn, err := cluster.New(cluster.Options{
+	copts := cluster.Options{
 		Cluster: "test", NodeName: name, Endpoints: []string{etcd}, Token: "test-cluster-token-0001",
 		TransferListen: "127.0.0.1:0", LeaseTTL: 2 * time.Second, ReportInterval: 20 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler),
-	}, store)
+	}
+	aopts := APIOptions{Store: store, Tokens: toks, NodeName: name, ContextsFile: filepath.Join(dir, "contexts.json")}
+	for _, w := range with {
+		w(&copts, &aopts)
+	}
+	cn, err := cluster.New(copts, store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := NewAPI(APIOptions{Store: store, Tokens: toks, Cluster: cn, NodeName: name, ContextsFile: filepath.Join(dir, "contexts.json")})
+	aopts.Cluster = cn
+	api, err := NewAPI(aopts)
 	if err != nil {
 		t.Fatal(err)
 	}

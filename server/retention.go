@@ -249,7 +249,7 @@ func (q *pinQuota) usage() map[string]int64 {
 }
 
 // rebuild charges the hard-pinned blocks the store holds (recovered from
-// SSD at start) to the namespaces their records name, the API's or the
+// SSD at start; replicas that arrive later are charged by replicaAccount) to the namespaces their records name, the API's or the
 // RESP front end's, whatever the quota: they are already stored.
 func (q *pinQuota) rebuild(store *tier.Hierarchy) {
 	now := q.now()
@@ -292,8 +292,45 @@ func (a *API) startRetention() error {
 	q.rebuild(a.store)
 	a.store.OnDrop(q.release)
 	a.pins = q
+	if a.opts.Cluster != nil {
+		a.opts.Cluster.SetReplicaAccount(replicaAccount{q})
+	}
 	return nil
 }
+
+// replicaAccount charges the hard-pinned replicas the cluster's leader
+// places on this node to this node's quota as they arrive, and credits them
+// when it drops them. A replica over the quota is refused, as Mooncake
+// refuses a hard-pinned replica it cannot place rather than keep a weaker
+// one: the leader's copy fails and it places the replica on another node,
+// so every copy of a pinned block is pinned and charged where it lives.
+type replicaAccount struct{ q *pinQuota }
+
+// AdmitReplica implements cluster.ReplicaAccount.
+func (r replicaAccount) AdmitReplica(key block.Key, info tier.BlockInfo) (func(stored bool), error) {
+	if tier.RetentionOf(info, r.q.now()) != tier.RetentionPinned {
+		return func(bool) {}, nil
+	}
+	ns, ok := pinNamespace(info.Meta)
+	if !ok {
+		return nil, fmt.Errorf("%w: hard-pinned replica %s carries no record naming its namespace, so it cannot be charged", ErrPinQuota, key)
+	}
+	fresh, err := r.q.charge(ns, key, info.Size, info.RetainUntil)
+	if err != nil {
+		return nil, fmt.Errorf("server: replica %s: %w", key, err)
+	}
+	return func(stored bool) {
+		switch {
+		case stored:
+			r.q.settle(key)
+		case fresh:
+			r.q.release(key)
+		}
+	}, nil
+}
+
+// DroppedReplica implements cluster.ReplicaAccount.
+func (r replicaAccount) DroppedReplica(key block.Key) { r.q.release(key) }
 
 // chargePin charges a pinned put of t before it is stored; undo gives the
 // charge back if the put then fails. Other classes charge nothing.
