@@ -13,8 +13,10 @@
 //
 // Blocks are packed into segment objects of about Options.SegmentSize (one
 // PUT per segment, not per block). Each object ends with a footer listing
-// its blocks (key, offset, length, CRC-32C, pin, metadata) and tombstones
-// for blocks of older segments that were deleted or evicted; the index is
+// its blocks (key, offset, length, CRC-32C, pin, metadata, retention
+// class) and tombstones for blocks of older segments that were deleted or
+// evicted or changed class; eviction takes low blocks before normal before
+// high and never a hard-pinned one (docs/retention.md); the index is
 // rebuilt at Open from the footers, oldest segment first, so it survives
 // restarts with nothing kept on local disk. A read is a ranged GET of the
 // block's bytes, verified against its CRC-32C: a corrupt block is dropped

@@ -363,7 +363,7 @@ func (t *Tier) readFooter(ctx context.Context, name string, size int64) (*footer
 	if err != nil {
 		return nil, 0, err
 	}
-	n, crc, err := parseTrailer(tr, size)
+	n, crc, version, err := parseTrailer(tr, size)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -374,7 +374,7 @@ func (t *Tier) readFooter(ctx context.Context, name string, size int64) (*footer
 			return nil, 0, err
 		}
 	}
-	f, err := decodeFooter(p, crc, dataLen)
+	f, err := decodeFooter(p, crc, dataLen, version)
 	return f, dataLen, err
 }
 
@@ -390,7 +390,11 @@ func (t *Tier) apply(name string, f *footer, dataLen int64) {
 	s := &segment{name: name, dataLen: dataLen, uploaded: true, tombs: f.Tombs}
 	t.mu.segs[name] = s
 	for _, tb := range f.Tombs {
-		if e := t.mu.entries[tb.Key]; e != nil && e.seg.name == tb.Seg {
+		if e := t.mu.entries[tb.Key]; e != nil && e.seg.name == tb.Seg && tb.Class {
+			t.setClassLocked(tb.Key, e, tb.Retention, tb.RetainUntil)
+			continue
+		}
+		if e := t.mu.entries[tb.Key]; e != nil && e.seg.name == tb.Seg && !tb.Class {
 			delete(t.mu.entries, tb.Key)
 			t.mu.pol.Remove(tb.Key)
 			t.mu.used -= e.charge()
@@ -407,17 +411,18 @@ func (t *Tier) apply(name string, f *footer, dataLen int64) {
 			old.seg.live -= old.size
 		}
 		e := &entry{seg: s, off: fe.Off, size: fe.Len, crc: fe.CRC, meta: fe.Meta, pinnedUntil: pinTime(fe.PinnedUntil), version: t.version.Add(1)}
+		t.startClassLocked(fe.Key, e, fe.Retention, fe.RetainUntil)
 		t.mu.entries[fe.Key] = e
-		t.mu.pol.Add(fe.Key, policy.Info[block.Key]{Size: max(e.charge(), 1)})
+		t.mu.pol.Add(fe.Key, policy.Info[block.Key]{Size: max(e.charge(), 1), Class: e.policyClass()})
 		t.mu.used += e.charge()
 		s.live += e.size
 		s.keys = append(s.keys, fe.Key)
 	}
 	// Over capacity (another node wrote more, or the capacity shrank):
 	// evict quietly, recording tombstones.
-	now := t.opts.Now()
+	evictable := t.evictableLocked()
 	for t.mu.used > int64(t.opts.Capacity) {
-		k, ok := t.mu.pol.Evict(func(k block.Key) bool { return !t.mu.entries[k].pinnedUntil.After(now) })
+		k, ok := t.mu.pol.Evict(evictable)
 		if !ok {
 			break
 		}

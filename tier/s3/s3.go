@@ -14,6 +14,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/internal/expiry"
 	"github.com/yuebing/yuebing/tier"
 	"github.com/yuebing/yuebing/tier/policy"
 )
@@ -35,7 +36,8 @@ type Tier struct {
 		pending      []*segment // sealed, awaiting upload, oldest first
 		pendingBytes int64      // value bytes in pending and open segments
 		used         int64
-		pol          policy.Policy[block.Key]
+		pol          *policy.Classed[block.Key] // one queue per retention rank
+		retains      expiry.Heap[block.Key]     // ends of classes
 		room         chan struct{} // closed when pendingBytes drops or health changes
 		health       tier.Health
 		needLoad     bool // started degraded: the bucket's segments are not loaded yet
@@ -59,6 +61,7 @@ var (
 	_ tier.Tier           = (*Tier)(nil)
 	_ tier.EvictNotifier  = (*Tier)(nil)
 	_ tier.HealthReporter = (*Tier)(nil)
+	_ tier.Retainer       = (*Tier)(nil)
 )
 
 type entry struct {
@@ -68,6 +71,8 @@ type entry struct {
 	meta        []byte
 	pinnedUntil time.Time
 	version     uint64
+	retention   tier.Retention
+	retainUntil int64 // Unix nanoseconds; 0: the class does not end
 }
 
 func (e *entry) charge() int64 { return e.size + int64(len(e.meta)) }
@@ -115,7 +120,7 @@ func Open(ctx context.Context, opts Options) (*Tier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: s3.endpoint %q: %v", ErrConfig, opts.Endpoint, err)
 	}
-	pol, err := policy.New[block.Key](opts.Policy, int64(opts.Capacity))
+	pol, err := policy.NewClassed[block.Key](opts.Policy, int64(opts.Capacity), tier.NumRanks)
 	if err != nil {
 		return nil, fmt.Errorf("%w: s3.policy: %v", ErrConfig, err)
 	}
@@ -249,9 +254,9 @@ func (t *Tier) put(ctx context.Context, key block.Key, value []byte, sum uint32,
 		}
 		t.mu.Lock()
 	}
-	now := t.opts.Now()
+	evictable := t.evictableLocked()
 	for t.mu.used+charge > int64(t.opts.Capacity) {
-		k, ok := t.mu.pol.Evict(func(k block.Key) bool { return !t.mu.entries[k].pinnedUntil.After(now) })
+		k, ok := t.mu.pol.Evict(evictable)
 		if !ok {
 			t.mu.Unlock()
 			t.notifyEvicted(ctx, victims)
@@ -267,12 +272,13 @@ func (t *Tier) put(ctx context.Context, key block.Key, value []byte, sum uint32,
 	if len(opts.Meta) > 0 {
 		e.meta = append([]byte(nil), opts.Meta...)
 	}
+	t.startClassLocked(key, e, opts.Retention, tier.UnixNanos(opts.RetainUntil))
 	s.data = append(s.data, value...)
 	s.dataLen += size
 	s.live += size
 	s.keys = append(s.keys, key)
 	t.mu.entries[key] = e
-	t.mu.pol.Add(key, policy.Info[block.Key]{Size: max(charge, 1), Parent: opts.Parent, HasParent: opts.HasParent})
+	t.mu.pol.Add(key, policy.Info[block.Key]{Size: max(charge, 1), Parent: opts.Parent, HasParent: opts.HasParent, Class: e.policyClass()})
 	t.mu.used += charge
 	t.mu.pendingBytes += size
 	if int64(len(s.data)) >= int64(t.opts.SegmentSize) {
@@ -298,7 +304,8 @@ func (t *Tier) notifyEvicted(ctx context.Context, victims []victim) {
 }
 
 func (e *entry) info() tier.BlockInfo {
-	return tier.BlockInfo{Size: e.size, Checksum: e.crc, HasChecksum: true, Version: e.version, PinnedUntil: e.pinnedUntil, Meta: e.meta}
+	return tier.BlockInfo{Size: e.size, Checksum: e.crc, HasChecksum: true, Version: e.version, PinnedUntil: e.pinnedUntil, Meta: e.meta,
+		Retention: e.retention, RetainUntil: tier.FromUnixNanos(e.retainUntil)}
 }
 
 // openLocked returns the open segment, starting one if needed.
@@ -350,7 +357,8 @@ func (t *Tier) sealLocked() {
 	f := &footer{}
 	for _, k := range s.keys {
 		if e := t.mu.entries[k]; e != nil && e.seg == s {
-			f.Entries = append(f.Entries, footerEntry{Key: k, Off: e.off, Len: e.size, CRC: e.crc, PinnedUntil: pinNanos(e.pinnedUntil), Meta: e.meta})
+			f.Entries = append(f.Entries, footerEntry{Key: k, Off: e.off, Len: e.size, CRC: e.crc, PinnedUntil: pinNanos(e.pinnedUntil), Meta: e.meta,
+				Retention: e.retention, RetainUntil: e.retainUntil})
 		}
 	}
 	for _, tb := range s.tombs {
