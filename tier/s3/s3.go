@@ -38,7 +38,7 @@ type Tier struct {
 		used         int64
 		pol          *policy.Classed[block.Key] // one queue per retention rank
 		retains      expiry.Heap[block.Key]     // ends of classes
-		room         chan struct{} // closed when pendingBytes drops or health changes
+		room         chan struct{}              // closed when pendingBytes drops or health changes
 		health       tier.Health
 		needLoad     bool // started degraded: the bucket's segments are not loaded yet
 		lastRefresh  time.Time
