@@ -22,10 +22,15 @@ const (
 	// policies (tier/policy.Admission), run here by the same code.
 	AdmitChain   = policy.AdmitChain
 	AdmitLearned = policy.AdmitLearned
+	// AdmitOracle is a bound, not a policy: it reads the trace ahead and
+	// writes a block only if some later request uses it again and its chain
+	// parent is held (a prefix hit could reach it). It shows how few writes
+	// the hit rate needs, for a predictor that knew the future.
+	AdmitOracle = "oracle"
 )
 
-// Admissions lists the admission policies, today's first.
-var Admissions = []string{AdmitAll, AdmitReuse, AdmitSeenTwice, AdmitChain, AdmitLearned}
+// Admissions lists the admission policies, today's first and the bound last.
+var Admissions = []string{AdmitAll, AdmitReuse, AdmitSeenTwice, AdmitChain, AdmitLearned, AdmitOracle}
 
 // BlockBytes is the KV size of one 512-token trace block of LLaMA3-70B in
 // bf16 (80 layers x K and V x 8 KV heads x 128 dims x 2 bytes = 320 KiB per
@@ -48,6 +53,11 @@ type TwoTierCache struct {
 	chain              *policy.Admission[int32] // AdmitChain, AdmitLearned
 	SSDWrites, SSDHits int64                    // blocks
 
+	// For AdmitOracle: the trace, and how many of each block's accesses
+	// are still to come.
+	trace *bench.Trace
+	left  []int32
+
 	// An optional object tier (S3) below SSD: every block SSD evicts is
 	// demoted to it, and a prefix hit there is copied up to DRAM.
 	obj     *policy.LRU[int32]
@@ -69,7 +79,7 @@ func (c *TwoTierCache) WithObjectTier(blocks int64) *TwoTierCache {
 func NewTwoTierCache(admission string, dramBlocks, ssdBlocks int64) (*TwoTierCache, error) {
 	var chain *policy.Admission[int32]
 	switch admission {
-	case AdmitAll, AdmitReuse, AdmitSeenTwice:
+	case AdmitAll, AdmitReuse, AdmitSeenTwice, AdmitOracle:
 	case AdmitChain, AdmitLearned:
 		chain, _ = policy.NewAdmission[int32](admission, int(ssdBlocks)*ghostMul)
 	default:
@@ -81,6 +91,16 @@ func NewTwoTierCache(admission string, dramBlocks, ssdBlocks int64) (*TwoTierCac
 		inDRAM: map[int32]bool{}, inSSD: map[int32]bool{}, reused: map[int32]bool{}, ghost: map[int32]bool{},
 		ssdOnlyPrefix: map[int32]bool{},
 	}, nil
+}
+
+// WithTrace gives AdmitOracle the trace it replays, which it reads ahead;
+// the replay must run that trace's requests in order.
+func (c *TwoTierCache) WithTrace(t *bench.Trace) *TwoTierCache {
+	c.trace, c.left = t, make([]int32, t.Blocks())
+	for pos := range t.Accesses() {
+		c.left[t.Access(pos)]++
+	}
+	return c
 }
 
 var _ bench.ReplayCache = (*TwoTierCache)(nil)
@@ -103,6 +123,9 @@ func (c *TwoTierCache) Contains(id int32) bool {
 
 // Touch implements bench.ReplayCache.
 func (c *TwoTierCache) Touch(id, parent int32) {
+	if c.left != nil {
+		c.left[id]--
+	}
 	if c.inDRAM[id] {
 		c.dram.Access(id)
 		c.reused[id] = true
@@ -155,6 +178,9 @@ func (c *TwoTierCache) evictedFromDRAM(id int32) {
 		return // a clean copy is below already, or there is no SSD
 	}
 	admit := c.admission == AdmitAll || reused || c.admission == AdmitSeenTwice && c.ghost[id]
+	if c.admission == AdmitOracle {
+		admit = c.oracleAdmits(id)
+	}
 	if c.chain != nil {
 		admit = c.chain.Admit(id, c.held)
 		if !admit {
@@ -190,6 +216,16 @@ func (c *TwoTierCache) evictedFromDRAM(id int32) {
 	c.ssd.Add(id, policy.Info[int32]{Size: 1})
 	c.inSSD[id] = true
 	c.SSDWrites++
+}
+
+// oracleAdmits reports whether a later request uses id again, with its
+// parent held; without the trace (WithTrace) it admits nothing.
+func (c *TwoTierCache) oracleAdmits(id int32) bool {
+	if c.trace == nil || c.left[id] <= 0 {
+		return false
+	}
+	p := c.trace.Parent(id)
+	return p == bench.NoParent || c.held(p)
 }
 
 func (c *TwoTierCache) held(id int32) bool { return c.inDRAM[id] || c.inSSD[id] }

@@ -77,3 +77,33 @@ func TestTwoTierChainAdmission(t *testing.T) {
 	f(AdmitChain, 4, 2, 2)
 	f(AdmitLearned, 4, 2, 2) // no branch class has a history yet
 }
+
+// The oracle reads the trace ahead: of the chains 1-2-3 and 4-5-6 through
+// two blocks of DRAM over four of SSD, with 1-2-3 asked again, it writes
+// only 1, 2 and 3, which the third request then reads whole from SSD; all
+// wrote six blocks for one SSD hit, chain four for two.
+func TestTwoTierOracleAdmission(t *testing.T) {
+	reqs := [][]uint64{{11, 12, 13}, {14, 15, 16}, {11, 12, 13}}
+	var br []bench.Request
+	for _, ids := range reqs {
+		br = append(br, bench.Request{InputLength: len(ids) * bench.TraceBlockTokens, HashIDs: ids})
+	}
+	tr, err := bench.NewTrace("t", br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewTwoTierCache(AdmitOracle, 2, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := bench.Replay(tr, c.WithTrace(tr))
+	if c.SSDWrites != 3 || c.SSDHits != 3 || res.HitBlocks != 3 {
+		t.Errorf("oracle: %d writes, %d SSD hits, %d hits; want 3, 3, 3", c.SSDWrites, c.SSDHits, res.HitBlocks)
+	}
+	// Without the trace it cannot see ahead, and writes nothing.
+	c, _ = NewTwoTierCache(AdmitOracle, 2, 4)
+	bench.Replay(tr, c)
+	if c.SSDWrites != 0 {
+		t.Errorf("oracle without its trace wrote %d blocks", c.SSDWrites)
+	}
+}

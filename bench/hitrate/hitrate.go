@@ -189,6 +189,9 @@ func (c *Cell) run(ctx context.Context, t *bench.Trace, throughTier bool) error 
 		if err != nil {
 			return err
 		}
+		if c.Admission == AdmitOracle {
+			tc.WithTrace(t)
+		}
 		if c.S3CapacityTokens > 0 {
 			tc.WithObjectTier(c.S3CapacityTokens / bench.TraceBlockTokens)
 		}
