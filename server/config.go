@@ -110,7 +110,7 @@ type RESPConfig struct {
 	// EventLoop serves connections from epoll event loops rather than a
 	// goroutine each (Linux only; docs/resp.md, "Event loop").
 	EventLoop bool `yaml:"event_loop"`
-	// EventLoops is the number of event loops. Default (0): GOMAXPROCS.
+	// EventLoops is the number of event loops. Default (0): GOMAXPROCS/2, at least 1.
 	EventLoops int `yaml:"event_loops"`
 }
 

@@ -101,7 +101,8 @@ type Options struct {
 	// budget or the cluster) leaves its loop for a goroutine of its own
 	// for good. Default off (docs/resp.md, "Event loop").
 	EventLoop bool
-	// EventLoops is the number of event loops. Default GOMAXPROCS.
+	// EventLoops is the number of event loops. Default GOMAXPROCS/2, at
+	// least 1.
 	EventLoops int
 	// Version is reported as yuebing_version by INFO. Default "devel".
 	Version string
