@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/yuebing/yuebing/block"
+	"github.com/yuebing/yuebing/tier"
 	"github.com/yuebing/yuebing/tier/policy"
 )
 
@@ -132,7 +133,7 @@ func (o *Options) Validate() error {
 // parsed is what Options' strings name.
 type parsed struct {
 	codec  block.Codec
-	policy policy.Policy[block.Key] // used by the pebble-values layout
+	policy *policy.Classed[block.Key] // used by the pebble-values layout, a queue per retention rank
 }
 
 // check validates o and returns what its strings name: Open and
@@ -163,7 +164,7 @@ func (o *Options) check() (parsed, error) {
 	if o.ProbeInterval <= 0 || o.MaxProbeInterval < o.ProbeInterval {
 		errs = append(errs, fmt.Errorf("ssd: ProbeInterval %v must be positive and at most MaxProbeInterval %v", o.ProbeInterval, o.MaxProbeInterval))
 	}
-	if p.policy, err = policy.New[block.Key](o.Policy, o.Capacity); err != nil {
+	if p.policy, err = policy.NewClassed[block.Key](o.Policy, o.Capacity, tier.NumRanks); err != nil {
 		errs = append(errs, fmt.Errorf("ssd: Policy: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {

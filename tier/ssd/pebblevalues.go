@@ -19,7 +19,10 @@ import (
 )
 
 // PebbleStore is the SSD tier with values stored inside pebble: key ->
-// block.Header || metadata length u16 || metadata || stored payload. It evicts block by block through a policy,
+// block.Header || metadata length u16 || metadata || stored payload, and for
+// a block of a retention class other than normal a second record (see
+// classKey). It evicts block by block through a policy, one queue per
+// retention class (low before normal before high; hard pins are in none),
 // and counts capacity in logical bytes: pebble's own space amplification
 // (obsolete values awaiting compaction) comes on top. It exists to be
 // measured against the segment layout (see the package doc); both pass the
@@ -32,12 +35,13 @@ type PebbleStore struct {
 
 	mu struct {
 		sync.Mutex
-		blocks map[block.Key]*pentry
-		policy policy.Policy[block.Key]
-		pins   expiry.Heap[block.Key]
-		used   int64
-		pinned int64
-		closed bool
+		blocks  map[block.Key]*pentry
+		policy  *policy.Classed[block.Key]
+		pins    expiry.Heap[block.Key]
+		retains expiry.Heap[block.Key] // ends of classes
+		used    int64
+		pinned  int64
+		closed  bool
 	}
 	counters
 	versions atomic.Uint64
@@ -60,6 +64,7 @@ func (p *PebbleStore) dbWrite(fn func() error) error {
 var (
 	_ tier.Tier          = (*PebbleStore)(nil)
 	_ tier.EvictNotifier = (*PebbleStore)(nil)
+	_ tier.Retainer      = (*PebbleStore)(nil)
 )
 
 type pentry struct {
@@ -68,6 +73,8 @@ type pentry struct {
 	meta        []byte
 	size        int64 // bytes counted against capacity
 	pinnedUntil int64
+	retention   tier.Retention
+	retainUntil int64 // Unix nanoseconds; 0: the class does not end
 	inPolicy    bool
 	committed   bool
 }
@@ -103,6 +110,12 @@ func OpenPebble(opts Options) (*PebbleStore, error) {
 	p := &PebbleStore{opts: opts, db: db, codec: c}
 	p.mu.blocks = make(map[block.Key]*pentry)
 	p.mu.policy = parsed.policy
+	classes, err := p.readClasses()
+	if err != nil {
+		c.close()
+		closeIndex(db)
+		return nil, err
+	}
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixValue}, UpperBound: []byte{prefixValue + 1}})
 	if err != nil {
 		return nil, fmt.Errorf("ssd: reading values: %w", err)
@@ -115,14 +128,19 @@ func OpenPebble(opts Options) (*PebbleStore, error) {
 		}
 		var k block.Key
 		copy(k[:], it.Key()[1:])
-		e := &pentry{hdr: hdr, meta: append([]byte(nil), meta...), size: int64(len(v)), committed: true, inPolicy: true, version: p.versions.Add(1)}
+		e := &pentry{hdr: hdr, meta: append([]byte(nil), meta...), size: int64(len(v)), committed: true, version: p.versions.Add(1)}
+		if cl, ok := classes[k]; ok {
+			p.startClassLocked(k, e, cl.r, cl.until)
+			delete(classes, k)
+		}
 		p.mu.blocks[k] = e
-		p.mu.policy.Add(k, policy.Info[block.Key]{Size: e.size})
+		p.placeLocked(k, e, policy.Info[block.Key]{Size: e.size})
 		p.mu.used += e.size
 	}
 	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("ssd: reading values: %w", err)
 	}
+	p.dropOrphanClasses(classes)
 	return p, nil
 }
 
@@ -162,7 +180,11 @@ func (p *PebbleStore) Put(ctx context.Context, key block.Key, value []byte, opts
 	if p.opts.NoSync {
 		wo = pebble.NoSync
 	}
-	if err := p.dbWrite(func() error { return pebbleSet(p.db, valueKey(key), rec, wo) }); err != nil {
+	class := retention{opts.Retention, tier.UnixNanos(opts.RetainUntil)}
+	if !class.r.Valid() || class.until != 0 && class.until <= p.opts.Now().UnixNano() {
+		class = retention{}
+	}
+	if err := p.dbWrite(func() error { return p.writeValue(key, rec, class, wo) }); err != nil {
 		p.mu.Lock()
 		delete(p.mu.blocks, key)
 		p.mu.used -= e.size
@@ -173,14 +195,14 @@ func (p *PebbleStore) Put(ctx context.Context, key block.Key, value []byte, opts
 	defer p.mu.Unlock()
 	e.committed = true
 	p.puts.Add(1)
+	p.startClassLocked(key, e, class.r, class.until)
 	if u := pinNanos(opts.PinnedUntil); u > p.opts.Now().UnixNano() && p.mu.pinned+int64(hdr.RawLen) <= p.opts.pinLimit() {
 		e.pinnedUntil = u
 		p.mu.pinned += int64(hdr.RawLen)
 		p.mu.pins.Push(u, key)
 		return nil
 	}
-	e.inPolicy = true
-	p.mu.policy.Add(key, policy.Info[block.Key]{Size: e.size, Parent: opts.Parent, HasParent: opts.HasParent})
+	p.placeLocked(key, e, policy.Info[block.Key]{Size: e.size, Parent: opts.Parent, HasParent: opts.HasParent})
 	return nil
 }
 
@@ -195,6 +217,7 @@ func (p *PebbleStore) reserve(key block.Key, e *pentry) ([]block.Key, error) {
 		return nil, tier.ErrExists
 	}
 	p.expirePinsLocked()
+	p.expireRetainsLocked()
 	var victims []block.Key
 	for p.mu.used+e.size > p.opts.Capacity {
 		k, ok := p.mu.policy.Evict(nil)
@@ -219,6 +242,7 @@ func (p *PebbleStore) dropVictims(ctx context.Context, victims []block.Key) {
 	b := p.db.NewBatch()
 	for _, k := range victims {
 		b.Delete(valueKey(k), nil)
+		b.Delete(classKey(k), nil)
 	}
 	if err := p.dbWrite(func() error { return commitBatch(b, pebble.NoSync) }); err != nil {
 		p.opts.Logger.Warn("ssd: deleting evicted blocks", "err", err)
@@ -277,7 +301,7 @@ func (p *PebbleStore) Get(_ context.Context, key block.Key) (*tier.Handle, error
 			p.corrupt.Add(1)
 		}
 		p.mu.Unlock()
-		p.dbWrite(func() error { return pebbleDelete(p.db, valueKey(key)) })
+		p.dbWrite(func() error { return p.deleteValue(key) })
 		return nil, fmt.Errorf("ssd: block %v: %w", key, err)
 	}
 	p.hits.Add(1)
@@ -339,7 +363,11 @@ func (p *PebbleStore) Stat(key block.Key) (tier.BlockInfo, error) {
 	return e.info(), nil
 }
 
-func (e *pentry) info() tier.BlockInfo { return blockInfo(e.hdr, e.meta, e.pinnedUntil, e.version) }
+func (e *pentry) info() tier.BlockInfo {
+	info := blockInfo(e.hdr, e.meta, e.pinnedUntil, e.version)
+	info.Retention, info.RetainUntil = e.retention, tier.FromUnixNanos(e.retainUntil)
+	return info
+}
 
 // Delete implements tier.Tier.
 func (p *PebbleStore) Delete(key block.Key) error {
@@ -355,7 +383,7 @@ func (p *PebbleStore) Delete(key block.Key) error {
 	p.removeLocked(key, e)
 	p.mu.Unlock()
 	p.deletes.Add(1)
-	if err := p.dbWrite(func() error { return pebbleDelete(p.db, valueKey(key)) }); err != nil {
+	if err := p.dbWrite(func() error { return p.deleteValue(key) }); err != nil {
 		return fmt.Errorf("%w: ssd: deleting block: %w", tier.ErrUnavailable, err)
 	}
 	return nil
@@ -395,10 +423,7 @@ func (p *PebbleStore) unpinLocked(key block.Key, e *pentry) {
 		p.mu.pinned -= int64(e.hdr.RawLen)
 		e.pinnedUntil = 0
 	}
-	if !e.inPolicy {
-		p.mu.policy.Add(key, policy.Info[block.Key]{Size: e.size})
-		e.inPolicy = true
-	}
+	p.placeLocked(key, e, policy.Info[block.Key]{Size: e.size})
 }
 
 func (p *PebbleStore) expirePinsLocked() {
@@ -426,6 +451,7 @@ func (p *PebbleStore) Range(fn func(block.Key, tier.BlockInfo) bool) {
 func (p *PebbleStore) Stats() tier.Stats {
 	p.mu.Lock()
 	p.expirePinsLocked()
+	p.expireRetainsLocked()
 	st := tier.Stats{Name: p.opts.Name, Capacity: p.opts.Capacity, Used: p.mu.used, Pinned: p.mu.pinned}
 	for _, e := range p.mu.blocks {
 		if e.committed {

@@ -175,18 +175,6 @@ func commitBatch(b *pebble.Batch, wo *pebble.WriteOptions) (err error) {
 	return b.Commit(wo)
 }
 
-// pebbleSet and pebbleDelete are db.Set and db.Delete (NoSync) with
-// pebble's panics on a failed commit turned into errors.
-func pebbleSet(db *pebble.DB, k, v []byte, wo *pebble.WriteOptions) (err error) {
-	defer catchFatal(&err)
-	return db.Set(k, v, wo)
-}
-
-func pebbleDelete(db *pebble.DB, k []byte) (err error) {
-	defer catchFatal(&err)
-	return db.Delete(k, pebble.NoSync)
-}
-
 // flushIndex syncs the WAL and, if that works, flushes the memtable. A
 // failed WAL may go unnoticed until then (pebble writes it behind NoSync
 // commits), and pebble's Flush panics beyond recovery on a failed WAL, so
