@@ -23,6 +23,10 @@ type Flags struct {
 	Engines int
 	// S3 are the --s3* settings, which set Options.S3.
 	S3 S3Flags
+	// ClusterSet says --cluster was given. Without it, an S3 tier runs the
+	// cluster: the tier's outage is then seen by several nodes at once,
+	// while the soak also kills them.
+	ClusterSet bool
 }
 
 // Parse checks f, reporting every problem at once and naming its flag, and
@@ -34,6 +38,9 @@ func (f *Flags) Parse() (Options, error) {
 	var err error
 	if o.S3, err = f.S3.Parse(); err != nil {
 		errs = append(errs, err)
+	}
+	if o.S3.Enabled() && !f.ClusterSet {
+		o.Cluster = true
 	}
 	errs = append(errs, bench.ParseSizes(
 		bench.SizeFlag{Name: "dram-capacity", Text: f.DRAMCapacity, Set: func(n int64) { o.DRAMCapacity = n }},

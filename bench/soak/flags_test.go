@@ -45,3 +45,33 @@ func TestFlagsParse(t *testing.T) {
 		})
 	}
 }
+
+// TestFlagsS3Cluster: an S3 tier runs the cluster unless --cluster says
+// otherwise; without one, one node unless --cluster.
+func TestFlagsS3Cluster(t *testing.T) {
+	f := func(s3 S3Flags, cluster, set, want bool) {
+		t.Helper()
+		fl := Flags{
+			Options:      Options{Binary: "yuebing", Duration: time.Minute, KillEvery: time.Minute, DurableEvery: time.Second, Cluster: cluster},
+			DRAMCapacity: "64MiB", SSDCapacity: "1GiB", MaxInflightBytes: "256MiB", MinValue: "4KiB", MaxValue: "1MiB",
+			S3: s3, ClusterSet: set,
+		}
+		// Validate wants a versitygw for --s3; the cluster choice does not.
+		fl.S3.Versitygw = "/bin/true"
+		o, err := fl.Parse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Cluster != want {
+			t.Errorf("s3 %+v, --cluster=%v (given %v): cluster %v, want %v", s3, cluster, set, o.Cluster, want)
+		}
+	}
+	local := S3Flags{Local: true}
+	external := S3Flags{Endpoint: "127.0.0.1:9000", Bucket: "b"}
+	f(local, false, false, true)
+	f(external, false, false, true)
+	f(local, false, true, false)
+	f(external, true, true, true)
+	f(S3Flags{}, false, false, false)
+	f(S3Flags{}, true, true, true)
+}

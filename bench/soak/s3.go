@@ -167,11 +167,18 @@ type S3 struct {
 	// by itself.
 	DegradedSeconds float64
 	Recoveries      int64
-	// DegradedSeen says a node's tier reported degraded while the server
-	// was down; Recovered that every node's tier reported healthy after it
+	// Nodes counts the nodes; DegradedNodes those whose tier reported
+	// itself degraded after the kill (while the server was down, or after
+	// its restart before every tier was healthy again: a node restarting
+	// through the outage is first seen then), NotDegraded names the
+	// others. DegradedSeen says every node's tier did.
+	Nodes, DegradedNodes int
+	NotDegraded          []string
+	DegradedSeen         bool
+	// Recovered says every node's tier reported healthy after the server
 	// came back, RecoverySeconds how long after the restart that was.
-	DegradedSeen, Recovered bool
-	RecoverySeconds         float64
+	Recovered       bool
+	RecoverySeconds float64
 	// OutageErrors counts client requests that failed while the server
 	// was down or a tier degraded, with every node up (and up 5 s).
 	OutageErrors int64
@@ -180,8 +187,8 @@ type S3 struct {
 }
 
 // Failed says whether the S3 part found a fault: a client error during
-// the outage, a kill the tiers did not notice, or a tier that did not
-// come back.
+// the outage, a corrupt block, a kill that some node's tier did not
+// report, or a tier that did not come back.
 func (r *S3) Failed() bool {
 	return r.OutageErrors > 0 || r.Corrupt > 0 || (r.Kills > 0 && (!r.DegradedSeen || !r.Recovered))
 }
@@ -193,7 +200,6 @@ type s3State struct {
 	// totals of past readings, and the degraded time.
 	nodes                  map[string]*s3NodeState
 	down                   bool // the server is killed
-	degradedSeen           bool
 	restartedAt, recovered time.Time
 	kills                  int
 	outageStart, outageEnd time.Duration
@@ -204,7 +210,9 @@ type s3NodeState struct {
 	last, total map[string]float64
 	degraded    bool
 	degradedFor time.Duration
-	lastSample  time.Time
+	// degradedSeen: the tier reported degraded after the kill.
+	degradedSeen bool
+	lastSample   time.Time
 }
 
 // s3Series are the /metrics series the sampler reads, by the short names
@@ -321,8 +329,11 @@ func (st *s3State) observe(node string, life int64, m map[string]float64, degrad
 		ns.degradedFor += now.Sub(ns.lastSample)
 	}
 	ns.degraded, ns.lastSample = degraded, now
-	if degraded && st.down {
-		st.degradedSeen = true
+	// Each node must show it noticed the outage. One that was down
+	// (killed by the soak) while the server was can only show it after
+	// the restart, until the tiers are all healthy again.
+	if degraded && st.kills > 0 && (st.down || st.recovered.IsZero()) {
+		ns.degradedSeen = true
 	}
 }
 
@@ -359,14 +370,24 @@ func (st *s3State) inOutage() bool {
 	return false
 }
 
-// killS3 kills the local server at KillAt, restarts it DownFor later, and
-// waits for the nodes' tiers to recover.
+// killS3 kills the local server at KillAt, or once a node's kill cycle
+// then under way has ended, restarts it DownFor later, and holds off node
+// kills until every node's tier has recovered (see soak.faults).
 func (s *soak) killS3(ctx, loadCtx context.Context) error {
 	o := &s.o.S3
 	select {
 	case <-loadCtx.Done():
 		return nil
 	case <-time.After(time.Until(s.start.Add(o.KillAt))):
+	}
+	t0 := time.Now()
+	if !s.holdFaults(loadCtx) {
+		s.logf("the S3 server was not killed: a node's restart lasted until the end")
+		return nil
+	}
+	defer s.releaseFaults()
+	if d := time.Since(t0); d > 100*time.Millisecond {
+		s.logf("the S3 server's kill waited %s for a node's restart", d.Round(time.Millisecond))
 	}
 	s.s3.mu.Lock()
 	s.s3.down = true
@@ -390,7 +411,20 @@ func (s *soak) killS3(ctx, loadCtx context.Context) error {
 		return err
 	}
 	s.logf("restarted the S3 server")
-	return nil
+	for {
+		s.s3.mu.Lock()
+		rec, restarted := s.s3.recovered, s.s3.restartedAt
+		s.s3.mu.Unlock()
+		if !rec.IsZero() {
+			s.logf("every node's S3 tier healthy again %s after the restart", rec.Sub(restarted).Round(time.Millisecond))
+			return nil
+		}
+		select {
+		case <-loadCtx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // s3Result sums the nodes' figures.
@@ -398,8 +432,16 @@ func (s *soak) s3Result() *S3 {
 	st := &s.s3
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	r := &S3{Kills: st.kills, DegradedSeen: st.degradedSeen, OutageErrors: s.s3OutageErrors.Load(),
+	r := &S3{Kills: st.kills, Nodes: len(s.nodes), OutageErrors: s.s3OutageErrors.Load(),
 		OutageStart: st.outageStart, OutageEnd: st.outageEnd}
+	for _, n := range s.nodes {
+		if ns := st.nodes[n.Name]; ns != nil && ns.degradedSeen {
+			r.DegradedNodes++
+		} else {
+			r.NotDegraded = append(r.NotDegraded, n.Name)
+		}
+	}
+	r.DegradedSeen = r.Nodes > 0 && r.DegradedNodes == r.Nodes
 	if !st.recovered.IsZero() {
 		r.Recovered = true
 		r.RecoverySeconds = st.recovered.Sub(st.restartedAt).Seconds()
@@ -427,6 +469,11 @@ func soakS3Row(row bench.Row, r *S3) {
 	row["s3_kills"] = r.Kills
 	row["s3_degraded_s"] = r.DegradedSeconds
 	row["s3_degraded_seen"] = r.DegradedSeen
+	row["s3_nodes"] = r.Nodes
+	row["s3_degraded_nodes"] = r.DegradedNodes
+	if r.Kills > 0 && len(r.NotDegraded) > 0 {
+		row["s3_not_degraded"] = strings.Join(r.NotDegraded, ",")
+	}
 	row["s3_recovered"] = r.Recovered
 	row["s3_recoveries"] = r.Recoveries
 	row["s3_recovery_s"] = r.RecoverySeconds

@@ -1,9 +1,13 @@
 package soak
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/yuebing/yuebing/bench"
 )
 
 func TestS3FlagsParse(t *testing.T) {
@@ -110,25 +114,60 @@ yuebing_s3_dropped_puts_total 4
 }
 
 // TestS3StateRestarts: a node's counters start again at each restart; the
-// totals keep what every life counted, and degraded time adds up only
-// while the tier says so.
+// totals keep what every life counted, degraded time adds up only while
+// the tier says so, and the outage counts as seen only when every node's
+// tier reported it: node b, restarted through the outage, reports it
+// after the server's restart; node c never does, and fails the run.
 func TestS3StateRestarts(t *testing.T) {
+	nodes := []*bench.Node{{Proc: bench.Proc{Name: "a"}}, {Proc: bench.Proc{Name: "b"}}, {Proc: bench.Proc{Name: "c"}}}
 	var st s3State
 	t0 := time.Unix(1000, 0)
 	st.observe("a", 1, map[string]float64{"hits": 10, "demoted": 5}, false, t0)
-	st.down = true
+	st.observe("b", 1, nil, true, t0) // degraded before the kill: not the outage
+	st.observe("c", 1, nil, false, t0)
+	st.down, st.kills = true, 1
 	st.observe("a", 1, map[string]float64{"hits": 12, "demoted": 6}, true, t0.Add(time.Second))
 	st.observe("a", 1, map[string]float64{"hits": 12, "demoted": 6}, true, t0.Add(3*time.Second))
-	st.down = false
+	st.observe("c", 1, nil, false, t0.Add(3*time.Second))
+	st.down, st.restartedAt = false, t0.Add(3500*time.Millisecond)
 	st.observe("a", 2, map[string]float64{"hits": 3, "demoted": 1}, false, t0.Add(4*time.Second))
+	st.observe("b", 2, nil, true, t0.Add(4*time.Second))
 	st.observe("a", 2, map[string]float64{"hits": 4, "demoted": 2}, false, t0.Add(5*time.Second))
-	s := &soak{}
-	s.s3.nodes, s.s3.degradedSeen = st.nodes, st.degradedSeen
+	st.observe("b", 2, nil, false, t0.Add(5*time.Second))
+	st.observe("c", 1, nil, false, t0.Add(5*time.Second))
+	s := &soak{nodes: nodes}
+	s.s3.nodes, s.s3.kills, s.s3.recovered = st.nodes, st.kills, t0.Add(5*time.Second)
 	r := s.s3Result()
-	if r.Hits != 16 || r.Demoted != 8 || !r.DegradedSeen || r.DegradedSeconds != 2 {
+	if r.Hits != 16 || r.Demoted != 8 || r.DegradedSeconds != 2 || r.Nodes != 3 || r.DegradedNodes != 2 ||
+		!slices.Equal(r.NotDegraded, []string{"c"}) || r.DegradedSeen || !r.Failed() {
 		t.Fatalf("%+v", r)
 	}
 	if st.inOutage() {
 		t.Error("in outage with the server up and no tier degraded")
+	}
+	// Once c's tier reports it too, the outage was seen by every node.
+	st.observe("c", 1, nil, true, t0.Add(3200*time.Millisecond))
+	if r := s.s3Result(); !r.DegradedSeen || r.Failed() {
+		t.Fatalf("every node degraded: %+v", r)
+	}
+}
+
+// TestFaultsExclude: a node's kill cycle and the S3 outage hold one token,
+// so one waits for the other to end and gives up when the load ends.
+func TestFaultsExclude(t *testing.T) {
+	s := &soak{faults: make(chan struct{}, 1)}
+	if !s.holdFaults(t.Context()) {
+		t.Fatal("a free token not taken")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if s.holdFaults(ctx) {
+		t.Fatal("a held token taken twice")
+	}
+	got := make(chan bool)
+	go func() { got <- s.holdFaults(t.Context()) }()
+	s.releaseFaults()
+	if !<-got {
+		t.Fatal("the token not taken once released")
 	}
 }

@@ -300,6 +300,12 @@ type soak struct {
 	s3srv *versitygw.Server // the local S3 server; nil without one
 	s3    s3State
 	start time.Time
+	// faults is a token held through a node's kill cycle (kill to
+	// restarted) and through the S3 server's outage (kill to every tier
+	// recovered), so that neither hides the other: a node down through
+	// the whole outage could not report its tier degraded, nor one killed
+	// before the tiers recovered report it healthy.
+	faults chan struct{}
 
 	requests, hits, misses, corrupt, stale atomic.Int64
 	durAcked, durChecked, lost, durInDRAM  atomic.Int64
@@ -331,7 +337,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	s := &soak{o: o, errs: map[string]int64{}, errsByOp: map[string]int64{}, windows: map[int]*soakWindowAcc{}}
+	s := &soak{o: o, errs: map[string]int64{}, errsByOp: map[string]int64{}, windows: map[int]*soakWindowAcc{},
+		faults: make(chan struct{}, 1)}
 	dir := o.Dir
 	if dir == "" {
 		var err error
@@ -742,13 +749,18 @@ func (s *soak) killLoop(ctx, loadCtx context.Context) (maxDown time.Duration, re
 			return maxDown, retries, nil
 		case <-t.C:
 		}
+		if !s.holdFaults(loadCtx) {
+			return maxDown, retries, nil
+		}
 		// Leave the last kill time to recover within the run.
 		if deadline, ok := loadCtx.Deadline(); ok && time.Until(deadline) < min(s.o.KillEvery/2, 10*time.Second) {
+			s.releaseFaults()
 			continue
 		}
 		victim := s.pickVictim(ctx, turn)
 		turn++
 		down, r, err := s.killAndRestart(ctx, victim)
+		s.releaseFaults()
 		retries += r
 		maxDown = max(maxDown, down)
 		if err != nil {
@@ -756,6 +768,19 @@ func (s *soak) killLoop(ctx, loadCtx context.Context) (maxDown time.Duration, re
 		}
 	}
 }
+
+// holdFaults takes the fault token (see soak.faults), waiting for the
+// other fault to end; false: ctx ended first.
+func (s *soak) holdFaults(ctx context.Context) bool {
+	select {
+	case s.faults <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *soak) releaseFaults() { <-s.faults }
 
 // pickVictim chooses the node to kill: the only one, or in a cluster one
 // that neither hosts the embedded etcd (node a; killing it would take

@@ -52,28 +52,33 @@ acknowledges it only after it is synced on SSD. After a kill, the dead node's
 segment files are scanned for those records, and each one on disk must read
 back after the restart, or it is a lost write.
 
-With --s3 each node gets an S3 tier under its SSD (the s3 section: blocks the
-SSD evicts go to the bucket and reads that miss above come from it) on a
+With --s3 the soak runs the cluster (unless --cluster=false) and each node gets
+an S3 tier under its SSD (the s3 section: blocks the SSD evicts go to the
+bucket and reads that miss above come from it), all on one bucket of a
 versitygw the soak runs on 127.0.0.1 over a directory of its own, with random
-credentials. At --s3-kill-at the server is killed with SIGKILL and restarted
+credentials, each node under its own namespace. Nodes and engines are killed
+as above; at --s3-kill-at the S3 server is killed with SIGKILL and restarted
 --s3-down-for later: every node's tier must report itself degraded, clients
-must see no errors while it is (reads of blocks held only in the bucket are
-misses), and every tier must report healthy again. --s3-endpoint and
---s3-bucket use an external bucket instead (credentials from
+must see no errors while it is with every node up (reads of blocks held only
+in the bucket are misses), and every tier must report healthy again.
+--s3-endpoint and --s3-bucket use an external bucket instead (credentials from
 --s3-credentials-file or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, never
-logged), which is never killed.
+logged): the nodes write and delete objects only under --s3-namespace, and
+the soak never kills the server, creates or empties the bucket, or removes
+what the nodes left there.
 
 Rows: "soak" (requests, errors by kind, corrupt_reads, lost_writes,
 max_rss_bytes against rss_bound_bytes = dram + max in-flight bytes + pebble
 index + 1 GiB, ...), "soak_node" per node and, with --json, "soak_window" per
 --window (p99 latencies); with an S3 tier the soak row has s3_* figures
-(demoted blocks, hits, degraded seconds, client errors during the outage).
+(demoted blocks, hits, degraded seconds and nodes, client errors during the
+outage).
 Exits non-zero when a read was corrupt, a write was lost, a node went over its
 memory bound, the router failed as above, or the S3 tier failed as above. See
 docs/benchmarks.md ("Soak").`,
 		Example: `  yuebing bench soak --duration 10m --plot soak.png
   yuebing bench soak --duration 10m --cluster --json --plot soak-cluster.png
-  yuebing bench soak --duration 5m --s3 --json`,
+  yuebing bench soak --duration 4m --s3 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Binary = binary
@@ -86,7 +91,8 @@ docs/benchmarks.md ("Soak").`,
 			}
 			o.Log = cmd.ErrOrStderr()
 			sf := soak.Flags{Options: o, DRAMCapacity: dram, SSDCapacity: ssd, MaxInflightBytes: inflight,
-				MinValue: minValue, MaxValue: maxValue, NoKill: noKill, NoDurable: noDura, Engines: engines, S3: s3f}
+				MinValue: minValue, MaxValue: maxValue, NoKill: noKill, NoDurable: noDura, Engines: engines, S3: s3f,
+				ClusterSet: cmd.Flags().Changed("cluster")}
 			so, err := sf.Parse()
 			if err != nil {
 				return usageError{err}
@@ -117,8 +123,8 @@ docs/benchmarks.md ("Soak").`,
 				}
 				s3 := ""
 				if r := res.S3; r != nil && r.Failed() {
-					s3 = fmt.Sprintf(", s3: %d client errors during the outage, %d corrupt blocks, %d kills, degraded seen %v, recovered %v",
-						r.OutageErrors, r.Corrupt, r.Kills, r.DegradedSeen, r.Recovered)
+					s3 = fmt.Sprintf(", s3: %d client errors during the outage, %d corrupt blocks, %d kills, degraded seen by %d of %d nodes, recovered %v",
+						r.OutageErrors, r.Corrupt, r.Kills, r.DegradedNodes, r.Nodes, r.Recovered)
 				}
 				return fmt.Errorf("soak failed: %d corrupt reads, %d lost writes, RSS %d of bound %d%s%s (data and logs kept in %s)",
 					res.CorruptReads, res.LostWrites, res.MaxRSS, res.RSSBound, router, s3, res.Dir)
@@ -149,9 +155,9 @@ docs/benchmarks.md ("Soak").`,
 	f.IntVar(&engines, "engines", 2, "engine simulators behind a router, with OpenAI traffic through it (0: none)")
 	f.DurationVar(&o.EngineKillEvery, "engine-kill-every", 0, "time between kill -9s of an engine (default --kill-every)")
 	f.IntVar(&o.RouterWorkers, "router-workers", 2, "goroutines sending OpenAI requests through the router")
-	f.BoolVar(&s3f.Local, "s3", false, "give each node an S3 tier under its SSD, on a versitygw run on 127.0.0.1 over a directory of the soak's, killed once mid-run and restarted")
+	f.BoolVar(&s3f.Local, "s3", false, "give each node an S3 tier under its SSD, on a versitygw run on 127.0.0.1 over a directory of the soak's, killed once mid-run and restarted (runs the cluster unless --cluster=false)")
 	f.StringVar(&s3f.Versitygw, "versitygw", "", "versitygw binary for --s3 (default: on PATH or in $(go env GOPATH)/bin)")
-	f.StringVar(&s3f.Endpoint, "s3-endpoint", "", "an external S3 endpoint (host:port, or an http(s):// URL) for the nodes' S3 tier instead of --s3; never killed")
+	f.StringVar(&s3f.Endpoint, "s3-endpoint", "", "an external S3 endpoint (host:port, or an http(s):// URL) for the nodes' S3 tier instead of --s3; never killed (runs the cluster unless --cluster=false)")
 	f.StringVar(&s3f.Bucket, "s3-bucket", "", "the external bucket (it must exist)")
 	f.StringVar(&s3f.Namespace, "s3-namespace", "", "object name prefix; each node adds /<node> (default yuebing-soak/<start time>)")
 	f.StringVar(&s3f.CredentialsFile, "s3-credentials-file", "", "YAML with access_key_id and secret_access_key for --s3-endpoint (default: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); never logged")
@@ -184,7 +190,7 @@ func soakTable(r *bench.Report) *bench.Report {
 				"engine_kills", "engine_restart_retries", "engine_recovered", "engine_recovered_with_hits", "engine_max_recovery_s",
 				"router_5xx_not_503", "router_503_outside_outage", "router_bad_answers", "engine_unrecovered", "router_exited",
 				"s3_demoted_blocks", "s3_hits", "s3_dropped_demotions", "s3_request_errors", "s3_corrupt", "s3_kills", "s3_outage_s",
-				"s3_degraded_seen", "s3_degraded_s", "s3_recovered", "s3_recovery_s", "s3_recoveries", "s3_outage_errors",
+				"s3_degraded_seen", "s3_nodes", "s3_degraded_nodes", "s3_not_degraded", "s3_degraded_s", "s3_recovered", "s3_recovery_s", "s3_recoveries", "s3_outage_errors",
 				"node_log", "corrupt_examples", "lost_examples", "router_faults"} {
 				if v, ok := row[k]; ok {
 					figs = append(figs, [2]string{k, bench.FormatCell(k, v)})
