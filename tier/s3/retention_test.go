@@ -140,3 +140,40 @@ func TestRetentionSurvivesRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestPromotionKeepsClass: a block read from S3 after a restart is
+// promoted into DRAM with the class S3 kept for it, so a hard pin made
+// before the restart still holds in the tier the block is read from.
+func TestPromotionKeepsClass(t *testing.T) {
+	srv := s3test.Start(t)
+	o := opts(srv, 64<<20)
+	tr, err := s3.Open(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	k := tiertest.Key(7)
+	if err := tr.Put(t.Context(), k, tiertest.Value(k, 4000), tier.PutOptions{Retention: tier.RetentionPinned, RetainUntil: until}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	h, _ := hierarchy(t, o)
+	// The hierarchy promotes a block on its second lower-tier hit.
+	checkHGet(t, h, 7, 4000, 1)
+	checkHGet(t, h, 7, 4000, 1)
+	var top tier.BlockInfo
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		top, err = h.Tiers()[0].Stat(k)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil || top.Retention != tier.RetentionPinned || !top.RetainUntil.Equal(until) {
+		t.Fatalf("promoted block in DRAM: %v, %s until %v; want pinned until %v", err, top.Retention, top.RetainUntil, until)
+	}
+}
