@@ -184,14 +184,15 @@ func (o *Options) cases() []respCase {
 			cs = append(cs, respCase{size: size, pipeline: o.Pipeline, requests: 2 * n, clients: o.Clients, tests: []string{"SET", "GET"}})
 		}
 	}
-	if o.NoSmall {
-		return cs
-	}
 	n := 100000
 	if o.Quick {
 		n = 10000
 	}
-	for _, size := range o.SmallSizes {
+	small := o.SmallSizes
+	if o.NoSmall {
+		small = nil // the small-value rows only: the flow row is not one
+	}
+	for _, size := range small {
 		for _, clients := range o.SmallClients {
 			cs = append(cs, respCase{size: size, pipeline: 1, requests: n, clients: clients, tests: []string{"SET", "GET", "INCR"}, small: true},
 				// After the SET of the run before, so the key exists.

@@ -139,3 +139,23 @@ func TestMemoryKey(t *testing.T) {
 		}
 	}
 }
+
+// NoSmall leaves out the small-value rows and no other; NoFlow the flow's.
+func TestCasesNoSmallKeepsFlow(t *testing.T) {
+	f := func(o Options, wantSmall, wantFlow bool) {
+		t.Helper()
+		o.ensureDefaults()
+		var small, flow bool
+		for _, c := range o.cases() {
+			small = small || c.small
+			flow = flow || c.flow
+		}
+		if small != wantSmall || flow != wantFlow {
+			t.Errorf("%+v: small rows %v, flow row %v; want %v, %v", o, small, flow, wantSmall, wantFlow)
+		}
+	}
+	f(Options{}, true, true)
+	f(Options{NoSmall: true}, false, true)
+	f(Options{NoFlow: true}, true, false)
+	f(Options{NoSmall: true, NoFlow: true}, false, false)
+}
