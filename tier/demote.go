@@ -9,6 +9,10 @@ import (
 	"github.com/yuebing/yuebing/index"
 )
 
+// errStaleCopy is a demotion's outcome when the lower tier holds other
+// bytes under the key (see holdsCopy).
+var errStaleCopy = errors.New("tier: the lower tier holds a deleted copy under the key")
+
 // demotion is a block on its way from tier level to level+1.
 type demotion struct {
 	key       block.Key
@@ -164,6 +168,12 @@ func (h *Hierarchy) demote(d *demotion) {
 		opts.PinnedUntil = time.Unix(int64(e.PinnedUntil), 0)
 	}
 	err := lower.Put(h.ctx, d.key, d.h.Bytes(), opts)
+	if errors.Is(err, ErrExists) && !isShared(lower) && !holdsCopy(lower, d.key, int64(d.h.Len()), d.h.Checksum) {
+		// A deleted block's copy, its demotion cancelled but not yet
+		// undone: this block is dropped (a miss) rather than indexed
+		// onto the other bytes.
+		err = errStaleCopy
+	}
 	wrote := err == nil || errors.Is(err, ErrExists)
 
 	h.inflight.Lock()
@@ -189,12 +199,16 @@ func (h *Hierarchy) demote(d *demotion) {
 
 	switch {
 	case cancelled && err == nil:
-		lower.Delete(d.key) // deleted while in flight: undo the copy
+		// Deleted while in flight: undo the copy, unless a put of the
+		// key since has replaced it with its own and indexed that.
+		if e, ok := h.ix.Get(d.key); !ok || !e.Tiers.Has(next) {
+			lower.Delete(d.key)
+		}
 	case !wrote:
 		h.clearCopy(d.key, d.level, d.info.Version)
 		// A degraded tier says why once, in its own log and Health; a
 		// line per dropped block would flood the log.
-		if !errors.Is(err, ErrNoSpace) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrUnavailable) {
+		if !errors.Is(err, ErrNoSpace) && !errors.Is(err, ErrTooLarge) && err != errStaleCopy && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrUnavailable) {
 			h.opts.Logger.Warn("tier: demotion failed; block dropped", "key", d.key, "to", lower.Name(), "err", err)
 		}
 	default:

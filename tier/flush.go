@@ -32,8 +32,8 @@ func (h *Hierarchy) Flush(ctx context.Context) (int, error) {
 
 // flushOne copies one block from tier level to the next and reports
 // whether it did. The copy is written without the key's stripe lock; under
-// the lock it is then indexed only if the block is still stored, and
-// removed again if a Delete ran meanwhile, so a delete is never undone.
+// the lock it is then indexed only if the copy it was made from is still
+// the block's, and removed otherwise, so a delete is never undone.
 func (h *Hierarchy) flushOne(ctx context.Context, level int, k block.Key) bool {
 	upper, lower := h.tiers[level], h.tiers[level+1]
 	if e, ok := h.ix.Get(k); !ok || e.Tiers.Has(level+1) {
@@ -61,8 +61,10 @@ func (h *Hierarchy) flushOne(ctx context.Context, level int, k block.Key) bool {
 	mu := h.lock(k)
 	mu.Lock()
 	defer mu.Unlock()
-	if _, ok := h.ix.Get(k); !ok {
-		_ = lower.Delete(k) // deleted while the copy was written
+	if e, ok := h.ix.Get(k); !ok || !current(e, level, info.Version) {
+		// Deleted while the copy was written, or replaced by other bytes
+		// under the key: the copy is not the block.
+		_ = lower.Delete(k)
 		return false
 	}
 	if info, err := lower.Stat(k); err == nil {

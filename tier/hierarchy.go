@@ -185,6 +185,21 @@ func (h *Hierarchy) setTier(key block.Key, level int, info BlockInfo) {
 	h.changed(key, level, true)
 }
 
+// holdsCopy reports whether t's copy of key has the given size and
+// checksum. Keys are content hashes, so a copy found under a key is
+// normally the block; but a block deleted while its demotion was in
+// flight leaves its copy in the lower tier until the demotion's worker
+// removes it, and a block put again under the key with other bytes must
+// not take that copy for its own. A tier that does not know its copy's
+// checksum (DRAM before a read) holds no such leftovers.
+func holdsCopy(t Tier, key block.Key, size int64, sum func() uint32) bool {
+	info, err := t.Stat(key)
+	if err != nil || info.Size != size {
+		return false
+	}
+	return !info.HasChecksum || info.Checksum == sum()
+}
+
 // FlagChecksum in an index entry's Flags says its Checksum is known.
 const FlagChecksum = 1
 

@@ -64,8 +64,15 @@ func (h *Hierarchy) promote(p promotion) {
 	if !ok || e.Tiers == 0 || e.Tiers.Has(0) {
 		return // deleted, or already on top
 	}
-	info, err := h.tiers[e.Tiers.Top()].Stat(p.key)
+	top := h.tiers[e.Tiers.Top()]
+	info, err := top.Stat(p.key)
 	if err != nil {
+		return
+	}
+	// The bytes were read before the stripe lock was taken: a block
+	// deleted and put again with other bytes since must not get the old
+	// ones back on top.
+	if !holdsCopy(top, p.key, int64(p.h.Len()), p.h.Checksum) {
 		return
 	}
 	opts := PutOptions{Checksum: p.h.Checksum(), HasChecksum: true, Meta: info.Meta,

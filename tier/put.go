@@ -3,6 +3,7 @@ package tier
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/yuebing/yuebing/block"
@@ -21,7 +22,13 @@ type PutResult struct {
 // Put stores value under key in the fastest tier that has room (or can make
 // it). A key already stored is not rewritten: the result says Created false.
 func (h *Hierarchy) Put(ctx context.Context, key block.Key, value []byte, opts PutOptions) (PutResult, error) {
-	return h.put(ctx, key, int64(len(value)), opts, func(t Tier) error { return t.Put(ctx, key, value, opts) })
+	sum := func() uint32 {
+		if opts.HasChecksum {
+			return opts.Checksum
+		}
+		return block.Checksum(value)
+	}
+	return h.put(ctx, key, int64(len(value)), opts, func(t Tier) error { return t.Put(ctx, key, value, opts) }, sum)
 }
 
 // Create reserves room for a block of size bytes in the fastest tier that
@@ -84,7 +91,7 @@ func (w *hierWriter) Commit(ctx context.Context) error {
 // the lock covers only the index update (indexCopy). Puts of the same key
 // still run one at a time (startPut): a second waits for the first and then
 // finds the block stored.
-func (h *Hierarchy) put(ctx context.Context, key block.Key, size int64, opts PutOptions, put func(Tier) error) (PutResult, error) {
+func (h *Hierarchy) put(ctx context.Context, key block.Key, size int64, opts PutOptions, put func(Tier) error, sum func() uint32) (PutResult, error) {
 	if h.closed.Load() {
 		return PutResult{}, ErrClosed
 	}
@@ -100,6 +107,17 @@ func (h *Hierarchy) put(ctx context.Context, key block.Key, size int64, opts Put
 	var last error
 	for level, t := range h.tiers {
 		err := put(t)
+		if errors.Is(err, ErrExists) && !isShared(t) && !holdsCopy(t, key, size, sum) {
+			// The block is not stored (the index has no copy), so this
+			// copy of other bytes is a deleted block's, left by a demotion
+			// cancelled in flight and not yet undone: it must not stand
+			// for the new block.
+			_ = t.Delete(key)
+			err = put(t)
+			if errors.Is(err, ErrExists) && !holdsCopy(t, key, size, sum) {
+				err = fmt.Errorf("%w: a deleted copy of %v is still being removed from %s", ErrUnavailable, key, t.Name())
+			}
+		}
 		switch {
 		case err == nil, errors.Is(err, ErrExists):
 			// If the copy is gone again before it could be indexed
