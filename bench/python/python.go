@@ -41,6 +41,10 @@ type Options struct {
 	Rounds int
 	// Quick and JSON are the Python benchmark's --quick and --json.
 	Quick, JSON bool
+	// FreshArena is the Python benchmark's --fresh-arena: puts keep every
+	// key, so each lands in node memory not written since start-up, instead
+	// of in the room of the previous round's keys.
+	FreshArena bool
 	// Stdout gets the benchmark's rows, Stderr its progress. Default:
 	// discarded.
 	Stdout, Stderr io.Writer
@@ -93,6 +97,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.Quick {
 		args = append(args, "--quick")
+	}
+	if o.FreshArena {
+		args = append(args, "--fresh-arena")
 	}
 	if o.Sizes != "" {
 		args = append(args, "--sizes", o.Sizes)

@@ -15,6 +15,11 @@ moves the same bytes to and from a loopback server process with
 HTTP, no store). Rows carry gbps, baseline, baseline_gbps and ratio; shm rows
 also ``vs_socket_path``, their figure over the socket path's. A table, or
 with --json one JSON object {"results": [...]} on stdout; progress on stderr.
+
+A put writes a new key each call; the keys a round stored are removed,
+untimed, before the next round, so puts land in node memory written before
+(a full node's case). --fresh-arena keeps them: each put then lands in
+memory the node has not written since it started.
 """
 
 from __future__ import annotations
@@ -87,23 +92,30 @@ def _fmt_size(n: int) -> str:
     return f"{n >> 20}MiB" if n >= 1 << 20 else f"{n >> 10}KiB"
 
 
-def _race(contenders: dict, iters: int, rounds: int) -> dict:
+def _race(contenders: dict, iters: int, rounds: int, between=None) -> dict:
     """Seconds per call of each contender: rounds of iters calls each,
     the contenders taking turns within a round so that all of them meet
-    the same load on a shared machine; the best round of each counts."""
+    the same load on a shared machine; the best round of each counts.
+    between, if given, runs untimed after the warm-up and after each
+    contender's round."""
     best = {name: float("inf") for name in contenders}
     for fn in contenders.values():
         fn()  # warm-up: connections, first-touch of buffers
+    if between:
+        between()
     for _ in range(rounds):
         for name, fn in contenders.items():
             t = time.perf_counter()
             for _ in range(iters):
                 fn()
             best[name] = min(best[name], (time.perf_counter() - t) / iters)
+            if between:
+                between()
     return best
 
 
-def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.stderr) -> list[dict]:
+def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.stderr,
+        fresh_arena: bool = False) -> list[dict]:
     biggest = max(sizes)
     ln = socket.create_server(("127.0.0.1", 0))
     srv = multiprocessing.get_context("fork").Process(target=_raw_server, args=(ln, biggest), daemon=True)
@@ -189,7 +201,16 @@ def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.s
             for _, src_p, dst_p in paths.values():
                 if ctypes.string_at(dst_p, size) != ctypes.string_at(src_p, size):
                     raise SystemExit("bench: batch_get_into read back other bytes")
-            results["put_from"] = _race(puts, iters, rounds)
+            # A put writes a new key each call. Unless fresh_arena, the keys
+            # a round stored are removed before the next, so puts land in
+            # arena pages the node has written before, as on a full node
+            # where a put takes an evicted block's room; the raw server
+            # reads into one warm buffer too. Pages not written since the
+            # node started cost a first write each (page faults, and on
+            # some VMs the host's first touch), which would swamp the path
+            # being measured: docs/benchmarks.md#python-client.
+            recycle = None if fresh_arena else (lambda: [s.remove_by_regex("^put-") for s in stores.values()])
+            results["put_from"] = _race(puts, iters, rounds, recycle)
             for s in stores.values():
                 s.remove_all()  # keeps the node's memory for the next size
             for op, t in results.items():
@@ -241,6 +262,8 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", default=5, type=int, help="rounds; each contender's best counts")
     p.add_argument("--quick", action="store_true", help="a sixteenth of --bytes, 2 rounds")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--fresh-arena", action="store_true",
+                   help="keep every put's key, so each put lands in node memory not written since start-up")
     a = p.parse_args(argv)
     try:
         sizes = [_size(x) for x in a.sizes.split(",")]
@@ -249,7 +272,7 @@ def main(argv=None) -> int:
     if a.rounds < 1:
         p.error("--rounds must be at least 1")
     budget, rounds = (a.bytes // 16, 2) if a.quick else (a.bytes, a.rounds)
-    rows = run(a.url, sizes, budget, rounds)
+    rows = run(a.url, sizes, budget, rounds, fresh_arena=a.fresh_arena)
     if a.json:
         print(json.dumps({"results": rows}))
     else:
