@@ -1,7 +1,8 @@
 """A small HTTP/1.1 client with keep-alive connections, made for bodies that
 go straight between the caller's buffer and the socket: a request body is
-sent with ``sendall`` from a memoryview, a response body is read with
-``recv_into`` into the caller's memoryview. No intermediate ``bytes``."""
+sent from a memoryview with ``sendmsg`` beside the head, a response body is
+read with ``recv_into`` into the caller's memoryview. No intermediate
+``bytes``."""
 
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ class Response:
 
 
 class _Conn:
-    __slots__ = ("sock", "buf", "pos", "pool", "broken", "used")
+    __slots__ = ("sock", "buf", "pos", "pool", "broken", "used", "tls")
 
     def __init__(self, pool: "Pool"):
         self.pool = pool
@@ -105,6 +106,7 @@ class _Conn:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if pool.tls:
             s = ssl.create_default_context().wrap_socket(s, server_hostname=pool.host)
+        self.tls = pool.tls
         self.sock = s
         self.buf = bytearray()
         self.pos = 0
@@ -136,7 +138,9 @@ class _Conn:
     def read_into(self, mv: memoryview) -> None:
         got = min(len(self.buf) - self.pos, len(mv))
         if got:
-            mv[:got] = self.buf[self.pos : self.pos + got]
+            # Through a view: a slice of the bytearray would be one more copy.
+            with memoryview(self.buf) as b:
+                mv[:got] = b[self.pos : self.pos + got]
             self.pos += got
         n = len(mv)
         recv_into = self.sock.recv_into
@@ -217,21 +221,19 @@ class Pool:
             reused = c.used
             c.used = True
             try:
-                if mv is not None and len(mv) <= 16 << 10:
-                    c.sock.sendall(data + mv.tobytes())
-                else:
+                if mv is None:
                     c.sock.sendall(data)
-                    if mv is not None:
-                        try:
-                            c.sock.sendall(mv)
-                        except OSError:
-                            # A server may refuse a put from its headers
-                            # (a quota, a bad header) and close without
-                            # reading the body: its answer is there to read.
-                            early = self._early(c, method == "HEAD")
-                            if early is None:
-                                raise
-                            return early
+                else:
+                    try:
+                        self._send(c, data, mv)
+                    except OSError:
+                        # A server may refuse a put from its headers
+                        # (a quota, a bad header) and close without
+                        # reading the body: its answer is there to read.
+                        early = self._early(c, method == "HEAD")
+                        if early is None:
+                            raise
+                        return early
                 return self._head(c, method == "HEAD")
             except (OSError, ConnectionFailed) as e:
                 c.close()
@@ -241,6 +243,27 @@ class Pool:
                 if isinstance(e, ConnectionFailed):
                     raise
                 raise ConnectionFailed(0, "io", f"{method} {path}: {e}") from e
+
+    @staticmethod
+    def _send(c: _Conn, data: bytes, mv: memoryview) -> None:
+        """Sends the request head and the body from the caller's buffer:
+        both in one sendmsg (one system call, and the head and a small body
+        leave in one segment) without joining them into a new buffer."""
+        if c.tls:
+            # An SSL socket has no sendmsg; a small body joins the head so
+            # they still leave in one record.
+            if len(mv) <= 16 << 10:
+                c.sock.sendall(data + mv.tobytes())
+            else:
+                c.sock.sendall(data)
+                c.sock.sendall(mv)
+            return
+        sent = c.sock.sendmsg((data, mv))
+        if sent < len(data):
+            c.sock.sendall(memoryview(data)[sent:])
+            sent = len(data)
+        if sent - len(data) < len(mv):
+            c.sock.sendall(mv[sent - len(data):])
 
     def _early(self, c: _Conn, head: bool) -> Response | None:
         """The answer the server sent before it stopped reading the
