@@ -75,7 +75,7 @@ same capacity as their baseline. See docs/policies.md.`,
 	f.StringVar(&plot, "plot", "", "also draw hit rate against capacity, one panel per trace, to this PNG file")
 	f.StringVar(&ssdCap, "ssd-capacity", "", "add an SSD of this many tokens below each capacity's DRAM (LRU both) and one row per SSD admission policy, with ssd_write_bytes and ssd_hit_bytes")
 	f.StringVar(&s3Cap, "s3-capacity", "", "with --ssd-capacity: add an S3 tier of this many tokens below the SSD, taking every block SSD evicts, and report s3_hit_bytes")
-	f.StringVar(&admissions, "ssd-admission", strings.Join(hitrate.Admissions, ","), "SSD admission policies compared with --ssd-capacity: all (write every DRAM eviction, as today), reuse, seen-twice, chain, learned (see docs/policies.md)")
+	f.StringVar(&admissions, "ssd-admission", strings.Join(hitrate.Admissions, ","), "SSD admission policies compared with --ssd-capacity, of "+strings.Join(hitrate.Admissions, ", ")+": all writes every DRAM eviction, oracle reads the trace ahead (a bound, not a policy); see docs/policies.md")
 	f.IntVar(&workers, "workers", 0, "simulations run at once (default: GOMAXPROCS)")
 	f.BoolVar(&throughTier, "through-tier", false, "also replay every policy through a real DRAM tier (64-byte values) and report tier_hit_rate")
 	return cmd
