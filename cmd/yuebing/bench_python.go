@@ -38,6 +38,7 @@ path's time over shared memory's). Needs python3 (Debian's /usr/bin/python3).`,
 	f.StringVar(&pf.Bytes, "bytes", "", "bytes one contender moves per round (default 64MiB)")
 	f.IntVar(&pf.Rounds, "rounds", 0, "rounds; each contender's best counts (default 5)")
 	f.StringVar(&pf.DRAMCapacity, "dram-capacity", "512MiB", "the node's DRAM tier")
+	f.BoolVar(&pf.FreshArena, "fresh-arena", false, "keep every round's puts, so each lands in DRAM memory the node has not written before (a fresh node's first fill) instead of memory it reuses")
 	f.StringVar(&pf.DataDir, "dir", "", "the node's data directory (default: a temporary directory)")
 	f.StringVar(&pf.PythonDir, "python-dir", "python", "the directory holding the yuebing Python package")
 	f.StringVar(&pf.Python, "python", python.DefaultPython, "the Python interpreter")
