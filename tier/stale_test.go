@@ -37,6 +37,29 @@ func newHeldTier(t tier.Tier, key block.Key) *heldTier {
 		releaseBefore: make(chan struct{}), before: make(chan struct{})}
 }
 
+// heldHierarchy is 1 MiB of DRAM over 32 MiB of SSD, the tier at level
+// held on key.
+func heldHierarchy(t *testing.T, level int, key block.Key, opts tier.HierarchyOptions) (*tier.Hierarchy, *heldTier) {
+	t.Helper()
+	d, err := dram.New(dram.Options{Capacity: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssd.Open(ssd.Options{Dir: t.TempDir(), Capacity: 32 << 20, SegmentSize: 256 << 10, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiers := []tier.Tier{d, s}
+	g := newHeldTier(tiers[level], key)
+	tiers[level] = g
+	h, err := tier.NewHierarchy(tiers, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.release(); h.Close() })
+	return h, g
+}
+
 // SetEvictHandler passes the hierarchy's handler on, so the wrapped tier
 // still demotes what it evicts.
 func (g *heldTier) SetEvictHandler(fn tier.EvictHandler) {
@@ -152,25 +175,12 @@ func expectCurrentOrMiss(t *testing.T, h *tier.Hierarchy, key block.Key, want []
 // before the promotion runs. The promotion must not write the old bytes
 // into DRAM.
 func TestPromotionOfReplacedBlockSkipped(t *testing.T) {
-	d, err := dram.New(dram.Options{Capacity: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssd.Open(ssd.Options{Dir: t.TempDir(), Capacity: 32 << 20, SegmentSize: 256 << 10, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The single promotion worker is held on x's promotion while k's
 	// waits behind it in the queue.
 	x := tiertest.Key(0)
 	k, next := keyOffStripes(1, x)
-	g := newHeldTier(d, x)
+	h, g := heldHierarchy(t, 0, x, tier.HierarchyOptions{Promote: tier.PromoteAlways})
 	g.releaseOnce.Do(func() { close(g.releaseBefore) })
-	h, err := tier.NewHierarchy([]tier.Tier{g, s}, tier.HierarchyOptions{Promote: tier.PromoteAlways})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.release(); h.Close() })
 
 	put(t, h, x, tiertest.Value(x, 2<<20)) // over DRAM's size: SSD only
 	old := tiertest.Value(k, 100<<10)
@@ -204,21 +214,8 @@ func TestPromotionOfReplacedBlockSkipped(t *testing.T) {
 // block, put again with other bytes, is demoted in turn and finds the key
 // taken. The new demotion must not index the old copy as the block.
 func TestDemotionOntoLeftoverCopyRefused(t *testing.T) {
-	d, err := dram.New(dram.Options{Capacity: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssd.Open(ssd.Options{Dir: t.TempDir(), Capacity: 32 << 20, SegmentSize: 256 << 10, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	k := tiertest.Key(0)
-	g := newHeldTier(s, k)
-	h, err := tier.NewHierarchy([]tier.Tier{d, g}, tier.HierarchyOptions{DemoteWorkers: 2, Promote: tier.PromoteNever})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.release(); h.Close() })
+	h, g := heldHierarchy(t, 1, k, tier.HierarchyOptions{DemoteWorkers: 2, Promote: tier.PromoteNever})
 	next := 1
 
 	put(t, h, k, tiertest.Value(k, 100<<10))
@@ -242,23 +239,10 @@ func TestDemotionOntoLeftoverCopyRefused(t *testing.T) {
 // undone). The put must store its own bytes, and the undo must not remove
 // them.
 func TestPutOntoLeftoverCopy(t *testing.T) {
-	d, err := dram.New(dram.Options{Capacity: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssd.Open(ssd.Options{Dir: t.TempDir(), Capacity: 32 << 20, SegmentSize: 256 << 10, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	k := tiertest.Key(0)
-	g := newHeldTier(s, k)
 	// One demotion worker: a demotion that ends after the held one says
 	// the held one's undo has run.
-	h, err := tier.NewHierarchy([]tier.Tier{d, g}, tier.HierarchyOptions{Promote: tier.PromoteNever, DemoteWorkers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.release(); h.Close() })
+	h, g := heldHierarchy(t, 1, k, tier.HierarchyOptions{Promote: tier.PromoteNever, DemoteWorkers: 1})
 	next := 1
 	put(t, h, k, tiertest.Value(k, 100<<10))
 	g.armed.Store(true)
