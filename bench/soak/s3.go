@@ -180,11 +180,15 @@ type S3 struct {
 	Recovered       bool
 	RecoverySeconds float64
 	// OutageErrors counts client requests that failed while the server
-	// was down or a tier degraded, with every node up (and up 5 s).
+	// was down or a tier degraded, with every node up (and up 5 s), but
+	// for pins refused past the pinned-bytes limit (pinRefused).
 	OutageErrors int64
 	// Outage is the span of the kill: from the kill to the restart.
 	OutageStart, OutageEnd time.Duration
 }
+
+// pinRefused is the error kind of a pin past the pinned-bytes limit.
+const pinRefused = "http_507"
 
 // Failed says whether the S3 part found a fault: a client error during
 // the outage, a corrupt block, a kill that some node's tier did not
