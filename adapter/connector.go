@@ -452,7 +452,7 @@ func (c *Connector) putFrom(ctx context.Context, st *client.Staging, items []cli
 		ris := make([]client.RegionItem, len(items))
 		all := true
 		for i, it := range items {
-			if ris[i], all = c.stage.regionItem(it.Key, it.Data); !all {
+			if ris[i], all = c.stage.regionItem(it); !all {
 				break
 			}
 		}

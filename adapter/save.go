@@ -298,7 +298,16 @@ func (c *Connector) runSaves(jobs []*layerJob) {
 	fp := c.layout.fingerprint()
 	for _, j := range jobs {
 		for n, i := range j.s.blocks {
-			items = append(items, client.Item{Key: c.layout.groupKey(fp, j.s.keys[i], j.group), Data: j.chunks[n]})
+			it := client.Item{Key: c.layout.groupKey(fp, j.s.keys[i], j.group), Data: j.chunks[n]}
+			// A batch mixes groups of several saves, so each frame names
+			// its parent: the same group of the block before it in its
+			// request's chain, stored by this save or an earlier one.
+			// The node's SSD admission tells a chain's interior from its
+			// tail by them.
+			if i > 0 {
+				it.Parent, it.HasParent = c.layout.groupKey(fp, j.s.keys[i-1], j.group), true
+			}
+			items = append(items, it)
 		}
 	}
 	res, err := c.putBatch(c.ctx, items)
@@ -318,7 +327,11 @@ func (c *Connector) runSaves(jobs []*layerJob) {
 			c.st.savedLayers.Add(int64(end - first))
 			c.st.savedBytes.Add(c.layout.GroupBytes(j.group))
 			if int(s.done[n].Add(1)) == c.layout.Groups() && !s.broken[n].Load() {
-				commit = append(commit, client.Item{Key: s.keys[s.blocks[n]], Data: c.commit})
+				it := client.Item{Key: s.keys[s.blocks[n]], Data: c.commit}
+				if i := s.blocks[n]; i > 0 {
+					it.Parent, it.HasParent = s.keys[i-1], true
+				}
+				commit = append(commit, it)
 			}
 		}
 		at += len(s.blocks)
@@ -409,9 +422,11 @@ func (s *staging) give(chunks [][]byte) {
 	}
 }
 
-// regionItem is chunk's range of the region (data is a prefix of a chunk),
-// or ok false when data is not in it (a commit record, no region).
-func (s *staging) regionItem(k block.Key, data []byte) (client.RegionItem, bool) {
+// regionItem is it's range of the region (its data is a prefix of a
+// chunk), with its parent, or ok false when the data is not in it (a
+// commit record, no region).
+func (s *staging) regionItem(it client.Item) (client.RegionItem, bool) {
+	data := it.Data
 	if s.region == nil || len(data) == 0 {
 		return client.RegionItem{}, false
 	}
@@ -421,7 +436,7 @@ func (s *staging) regionItem(k block.Key, data []byte) (client.RegionItem, bool)
 	if off < 0 || off+int64(len(data)) > int64(len(base)) {
 		return client.RegionItem{}, false
 	}
-	return client.RegionItem{Key: k, Region: s.region, Offset: off, Length: int64(len(data))}, true
+	return client.RegionItem{Key: it.Key, Region: s.region, Offset: off, Length: int64(len(data)), Parent: it.Parent, HasParent: it.HasParent}, true
 }
 
 // close unmaps the region once every chunk is back; chunks still out (a

@@ -101,7 +101,8 @@ func (c *Client) getBatch(ctx context.Context, in keysBody, n int, fn func(Frame
 
 // readFrames decodes a multi-get body of exactly n frames.
 func readFrames(r io.Reader, n int, fn func(Frame, io.Reader) error) error {
-	fr := frame.NewReader(r, math.MaxUint32, 1<<40)
+	// Parents are a put's: an answer carrying one is not a multi-get's.
+	fr := frame.NewReader(r, math.MaxUint32&^frame.FlagParent, 1<<40)
 	for i := 0; ; i++ {
 		h, err := fr.Next()
 		switch {
@@ -141,6 +142,12 @@ func (c *checkingReader) Read(p []byte) (int, error) {
 type Item struct {
 	Key  block.Key
 	Data []byte
+	// Parent, with HasParent, is the key of the block before this one in
+	// its prefix chain: a node with ssd.admission chain or learned judges
+	// the block by it (docs/policies.md). A node older than parents
+	// refuses a batch carrying one with ErrBadRequest.
+	Parent    block.Key
+	HasParent bool
 }
 
 // ItemResult is what the server did with one item.
@@ -165,11 +172,20 @@ func (c *Client) PutBatch(ctx context.Context, namespace string, items []Item) (
 	parts := make([]io.Reader, 0, 2*len(items)+1)
 	parts = append(parts, bytes.NewReader([]byte(frame.Magic)))
 	size := int64(len(frame.Magic))
-	headers := make([][frame.HeaderSize]byte, len(items))
-	for i, it := range items {
-		frame.Header{Key: it.Key, Flags: frame.FlagCRC, CRC: Checksum(it.Data), Length: uint64(len(it.Data))}.Encode(&headers[i])
-		parts = append(parts, bytes.NewReader(headers[i][:]), bytes.NewReader(it.Data))
-		size += frame.HeaderSize + int64(len(it.Data))
+	// One buffer for every frame's header and parent, cut per frame.
+	headers := make([]byte, 0, len(items)*(frame.HeaderSize+block.KeySize))
+	for _, it := range items {
+		h := frame.Header{Key: it.Key, Flags: frame.FlagCRC, CRC: Checksum(it.Data), Length: uint64(len(it.Data))}
+		if it.HasParent {
+			h.Flags |= frame.FlagParent
+			h.Parent = it.Parent
+		}
+		var hb [frame.HeaderSize]byte
+		h.Encode(&hb)
+		start := len(headers)
+		headers = h.AppendParent(append(headers, hb[:]...))
+		parts = append(parts, bytes.NewReader(headers[start:]), bytes.NewReader(it.Data))
+		size += int64(len(headers)-start) + int64(len(it.Data))
 	}
 	req, err := c.newRequest(ctx, http.MethodPost, "/v1/batch/put", io.MultiReader(parts...))
 	if err != nil {

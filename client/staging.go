@@ -220,9 +220,19 @@ func (s *Staging) Broken() bool {
 }
 
 type stagingItem struct {
-	Key    block.Key `json:"key"`
-	Offset int64     `json:"offset"`
-	Length int64     `json:"length"`
+	Key    block.Key  `json:"key"`
+	Offset int64      `json:"offset"`
+	Length int64      `json:"length"`
+	Parent *block.Key `json:"parent,omitempty"`
+}
+
+// parentOf is a put item's parent for the wire: nil when it has none, so
+// a node older than parents sees the request it always did.
+func parentOf(k block.Key, ok bool) *block.Key {
+	if !ok {
+		return nil
+	}
+	return &k
 }
 
 type stagingRequest struct {
@@ -241,6 +251,20 @@ type stagingResult struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
+}
+
+// itemError is a put result's error as an *Error matching the sentinels
+// a single request's would, or nil for a stored block. A result saying
+// "error" without a body is still one.
+func itemError(r stagingResult) *Error {
+	if r.Status != "error" && r.Error == nil {
+		return nil
+	}
+	e := &Error{StatusCode: http.StatusBadRequest, Code: "unknown"}
+	if r.Error != nil {
+		e.StatusCode, e.Code, e.Message = stagingStatus(r.Error.Code), r.Error.Code, r.Error.Message
+	}
+	return e
 }
 
 type stagingAnswer struct {
@@ -424,7 +448,7 @@ func (s *Staging) PutBatch(ctx context.Context, namespace string, items []Item) 
 				break
 			}
 			s.staged.Add(int64(copy(s.mem[off:], items[i].Data)))
-			req.Items = append(req.Items, stagingItem{Key: items[i].Key, Offset: off, Length: size})
+			req.Items = append(req.Items, stagingItem{Key: items[i].Key, Offset: off, Length: size, Parent: parentOf(items[i].Parent, items[i].HasParent)})
 			off += n
 		}
 		if err := s.call(ctx, &req, len(req.Items)); err != nil {
@@ -432,11 +456,7 @@ func (s *Staging) PutBatch(ctx context.Context, namespace string, items []Item) 
 		}
 		for _, r := range s.res.Results {
 			ir := ItemResult{Key: r.Key, Status: r.Status, Tier: r.Tier, Size: r.Size}
-			if r.Status == "error" || r.Error != nil {
-				e := &Error{StatusCode: http.StatusBadRequest, Code: "unknown"}
-				if r.Error != nil {
-					e.StatusCode, e.Code, e.Message = stagingStatus(r.Error.Code), r.Error.Code, r.Error.Message
-				}
+			if e := itemError(r); e != nil {
 				ir.Err = e
 				errs = append(errs, fmt.Errorf("block %s: %w", r.Key, e))
 			}
@@ -468,13 +488,18 @@ type RegionItem struct {
 	// block into it (the block must fit; it may be shorter), a put stores
 	// exactly these bytes.
 	Offset, Length int64
+	// Parent, with HasParent, is a put's chain parent, as Item's; a get
+	// ignores it.
+	Parent    block.Key
+	HasParent bool
 }
 
 type regionItem struct {
-	Key    block.Key `json:"key"`
-	Region uint32    `json:"region"`
-	Offset int64     `json:"offset"`
-	Length int64     `json:"length"`
+	Key    block.Key  `json:"key"`
+	Region uint32     `json:"region"`
+	Offset int64      `json:"offset"`
+	Length int64      `json:"length"`
+	Parent *block.Key `json:"parent,omitempty"`
 }
 
 type regionRequest struct {
@@ -570,6 +595,9 @@ func (s *Staging) regionRanges(ctx context.Context, op, namespace string, items 
 			return nil, err
 		}
 		req.Items[i] = regionItem{Key: it.Key, Region: id, Offset: it.Offset, Length: it.Length}
+		if op == "put" {
+			req.Items[i].Parent = parentOf(it.Parent, it.HasParent)
+		}
 	}
 	return req, nil
 }
@@ -633,11 +661,7 @@ func (s *Staging) PutFrom(ctx context.Context, namespace string, items []RegionI
 	var errs []error
 	for i, r := range s.res.Results {
 		ir := ItemResult{Key: r.Key, Status: r.Status, Tier: r.Tier, Size: r.Size}
-		if r.Status == "error" || r.Error != nil {
-			e := &Error{StatusCode: http.StatusBadRequest, Code: "unknown"}
-			if r.Error != nil {
-				e.StatusCode, e.Code, e.Message = stagingStatus(r.Error.Code), r.Error.Code, r.Error.Message
-			}
+		if e := itemError(r); e != nil {
 			ir.Err = e
 			errs = append(errs, fmt.Errorf("block %s: %w", r.Key, e))
 		} else {

@@ -13,7 +13,8 @@ import (
 // blocks the DRAM tier evicts are written to SSD (docs/policies.md,
 // "admission"). chain and learned judge a block by its prefix chain, which
 // the node learns from the puts' X-Yuebing-Parent and X-Yuebing-Chain
-// headers; puts without them are admitted as under all.
+// headers, multi-put frames' own parents and shared-memory items'
+// "parent"; puts without any are admitted as under all.
 type AdmissionConfig struct {
 	// Admission is all (default: every evicted block), chain or learned.
 	Admission string `yaml:"admission"`
@@ -49,6 +50,8 @@ const (
 	HeaderParent = "X-Yuebing-Parent"
 	// HeaderChain "1" on a batch put says its frames are one chain in
 	// order: frame i's parent is frame i-1. "0" or absent: no parents.
+	// A frame carrying its own parent (frame.FlagParent) has that one
+	// either way, and so does a shared-memory put item's "parent".
 	HeaderChain = "X-Yuebing-Chain"
 )
 

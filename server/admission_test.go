@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"github.com/yuebing/yuebing/block"
 	"github.com/yuebing/yuebing/block/frame"
 	"github.com/yuebing/yuebing/client"
+	"github.com/yuebing/yuebing/rdma"
+	"github.com/yuebing/yuebing/server/staging"
 	"github.com/yuebing/yuebing/tier"
 	"github.com/yuebing/yuebing/tier/dram"
 	"github.com/yuebing/yuebing/tier/policy"
@@ -39,13 +42,24 @@ func admissionNode(t *testing.T, admission string) (*tier.Hierarchy, *httptest.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := NewAPI(APIOptions{Store: store, ContextsFile: filepath.Join(dir, "contexts.json")})
+	// Shared-memory sessions too, as a node on the client's host has them.
+	var api *API
+	handle := func(ctx context.Context, sess *staging.Session, line []byte) []byte {
+		return api.ServeShm(ctx, sess, line)
+	}
+	st, err := newStaging(ShmConfig{Listen: "auto", MaxSessionBytes: 8 << 20, MaxBytes: 16 << 20, MaxSessions: 4}, nil, handle, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go st.Serve()
+	api, err = NewAPI(APIOptions{Store: store, ContextsFile: filepath.Join(dir, "contexts.json"), Staging: st})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(func() {
 		srv.Close()
+		st.Close()
 		api.Close()
 		store.Close()
 	})
@@ -150,6 +164,131 @@ func TestAdmissionChainFromHeaders(t *testing.T) {
 	}
 	if n := store.AdmissionRefused(); n != 0 {
 		t.Fatalf("AdmissionRefused = %d without chain headers; want 0", n)
+	}
+}
+
+// chainItems interleaves two chains in one batch, as the adapter's save
+// batches mix several requests, each item naming its parent.
+func chainItems(t *testing.T, data []byte, seeds ...uint32) (items []client.Item, tails []bool) {
+	t.Helper()
+	var chains [][]block.Key
+	for _, s := range seeds {
+		chains = append(chains, chain(t, nsAlpha, 3, s))
+	}
+	for i := range 3 {
+		for _, ks := range chains {
+			it := client.Item{Key: ks[i], Data: data}
+			if i > 0 {
+				it.Parent, it.HasParent = ks[i-1], true
+			}
+			items = append(items, it)
+			tails = append(tails, i == 2)
+		}
+	}
+	return items, tails
+}
+
+// TestAdmissionChainFromFrameParents: a multi-put whose frames name their
+// own parents, over HTTP and through a shared-memory session (segment and
+// registered region), lets a node with ssd.admission chain tell two chains
+// mixed in one batch apart: both chains' interior blocks are demoted at
+// DRAM eviction and both tails refused.
+func TestAdmissionChainFromFrameParents(t *testing.T) {
+	data := payload(1, 64<<10)
+	for _, path := range []string{"http", "shm", "shm-region"} {
+		t.Run(path, func(t *testing.T) {
+			store, srv := admissionNode(t, policy.AdmitChain)
+			c, err := client.New(srv.URL, client.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			items, tails := chainItems(t, data, 11, 12)
+			var res []client.ItemResult
+			switch path {
+			case "http":
+				res, err = c.PutBatch(t.Context(), nsAlpha, items)
+			case "shm":
+				st, serr := c.OpenStaging(t.Context(), 1<<20)
+				if serr != nil {
+					t.Fatal(serr)
+				}
+				defer st.Close()
+				res, err = st.PutBatch(t.Context(), nsAlpha, items)
+			case "shm-region":
+				st, serr := c.OpenStaging(t.Context(), 1<<20)
+				if serr != nil {
+					t.Fatal(serr)
+				}
+				defer st.Close()
+				region, rerr := rdma.NewSharedMemory("admission-test", len(items)*len(data))
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				defer region.Close()
+				ris := make([]client.RegionItem, len(items))
+				for i, it := range items {
+					off := int64(i * len(data))
+					copy(region.Bytes()[off:], it.Data)
+					ris[i] = client.RegionItem{Key: it.Key, Region: region, Offset: off, Length: int64(len(data)), Parent: it.Parent, HasParent: it.HasParent}
+				}
+				res, err = st.PutFrom(t.Context(), nsAlpha, ris)
+			}
+			if err != nil || len(res) != len(items) {
+				t.Fatalf("put: %d results, %v", len(res), err)
+			}
+			keys := make([]block.Key, len(items))
+			var want []string
+			for i, it := range items {
+				keys[i] = it.Key
+				if tails[i] {
+					want = append(want, "")
+				} else {
+					want = append(want, "ssd")
+				}
+			}
+			if where := evictChain(t, store, srv, keys); fmt.Sprint(where) != fmt.Sprint(want) {
+				t.Fatalf("blocks after eviction held in %q; want %q (both tails refused)", where, want)
+			}
+		})
+	}
+}
+
+// TestAdmissionParentBad: a shared-memory put item whose parent is not a
+// key is refused naming it, and nothing of the request is stored; a frame
+// whose body ends inside its parent key is 400 and not stored.
+func TestAdmissionParentBad(t *testing.T) {
+	n := startNode(t, nodeOpts{staging: true})
+	sess, mem := shmSession(t, n, "", 1<<16)
+	copy(mem, "some kv")
+	keys := chain(t, nsAlpha, 2, 21)
+	for _, parent := range []string{"abc", strings.Repeat("0", 66), strings.Repeat("G", 64)} {
+		status, _, body := shmCall(t, n, "", "/v1/shm/"+sess+"/put", map[string]any{"namespace": nsAlpha, "items": []map[string]any{
+			{"key": keys[0].String(), "offset": 0, "length": 7},
+			{"key": keys[1].String(), "offset": 0, "length": 7, "parent": parent},
+		}})
+		if status != http.StatusBadRequest || !strings.Contains(body, "items[1].parent") {
+			t.Errorf("shm put with parent %q: %d %s; want 400 naming items[1].parent", parent, status, body)
+		}
+	}
+	for _, k := range keys {
+		if _, ok := n.store.Lookup(k); ok {
+			t.Errorf("%s stored by a refused shm put", k)
+		}
+	}
+
+	var body bytes.Buffer
+	body.WriteString(frame.Magic)
+	h := frame.Header{Key: keys[0], Flags: frame.FlagParent, Length: 7, Parent: keys[1]}
+	var hb [frame.HeaderSize]byte
+	h.Encode(&hb)
+	body.Write(hb[:])
+	body.Write(keys[1][:10]) // cut inside the parent
+	r := do(t, n, http.MethodPost, "/v1/batch/put", "", map[string]string{"Content-Type": frame.ContentType, HeaderNamespace: nsAlpha}, body.Bytes())
+	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "parent") {
+		t.Errorf("frame cut inside its parent: %d %s; want 400 naming the parent", r.status, r.body)
+	}
+	if _, ok := n.store.Lookup(keys[0]); ok {
+		t.Errorf("%s stored by a frame cut inside its parent", keys[0])
 	}
 }
 

@@ -358,7 +358,8 @@ func (a *API) batchPut(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	maxBody := int64(len(frame.Magic)) + int64(a.limits.MaxBatchKeys)*frame.HeaderSize + int64(a.limits.MaxBatchBytes)
+	// Every frame may carry its parent's key after its header.
+	maxBody := int64(len(frame.Magic)) + int64(a.limits.MaxBatchKeys)*(frame.HeaderSize+block.KeySize) + int64(a.limits.MaxBatchBytes)
 	if c.Request.ContentLength > maxBody {
 		a.fail(c, fmt.Errorf("%w: body of %d bytes, at most %d with limits.max_batch_keys and limits.max_batch_bytes", ErrTooLarge, c.Request.ContentLength, maxBody))
 		return
@@ -371,7 +372,7 @@ func (a *API) batchPut(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	// Frames carry no fields of their own: the header's class is every
+	// Frames carry no retention of their own: the header's class is every
 	// frame's, and each pinned frame is charged to the quota on its own.
 	ret, err := a.retentionHeader(c)
 	if err != nil {
@@ -422,6 +423,11 @@ func (a *API) batchPut(c *gin.Context) {
 		t := target{key: h.Key, ns: ns}
 		opts := tier.PutOptions{Checksum: h.CRC, HasChecksum: h.HasCRC(), Meta: meta, PinnedUntil: a.contexts.pinFor(h.Key, ns),
 			Retention: ret.class, RetainUntil: ret.until, Parent: parent, HasParent: hasParent}
+		if h.HasParent() {
+			// The frame's own parent wins over the chain's: a batch may mix
+			// several chains (the adapter's saves do).
+			opts.Parent, opts.HasParent = h.Parent, true
+		}
 		if chained {
 			parent, hasParent = h.Key, true
 		}

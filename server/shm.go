@@ -50,6 +50,15 @@ type shmItem struct {
 	// From, on a get, makes it a ranged read: exactly Length bytes of the
 	// block starting at From.
 	From *int64 `json:"from,omitempty"`
+	// Parent, on a put, is the key (64 hex characters) of the block before
+	// this one in its prefix chain, for SSD admission (HeaderParent). A
+	// string rather than a block.Key, so a bad one is refused naming the
+	// item rather than as undecodable JSON.
+	Parent string `json:"parent,omitempty"`
+
+	// parent is Parent parsed by shmTargets; hasParent when given.
+	parent    block.Key
+	hasParent bool
 }
 
 type shmRequest struct {
@@ -104,7 +113,16 @@ func (a *API) shmTargets(p auth.Principal, req *shmRequest) ([]target, error) {
 		return nil, fmt.Errorf("%w: replicas %d on a node that runs alone", ErrBadRequest, req.Replicas)
 	}
 	ts := make([]target, len(req.Items))
-	for i, it := range req.Items {
+	for i := range req.Items {
+		it := &req.Items[i]
+		if it.Parent != "" {
+			k, err := block.ParseKey(it.Parent)
+			if err != nil {
+				// The whole request is refused before any item is stored.
+				return nil, fmt.Errorf("%w: items[%d].parent: %v", ErrBadRequest, i, err)
+			}
+			it.parent, it.hasParent = k, true
+		}
 		switch {
 		case it.Key != nil && it.Name != "":
 			return nil, fmt.Errorf("%w: items[%d]: give key or name, not both", ErrBadRequest, i)
@@ -318,7 +336,8 @@ func (a *API) shmPutItems(ctx context.Context, req shmRequest, ts []target, sess
 			r.Status, r.Error = "error", itemError(err)
 			continue
 		}
-		opts := tier.PutOptions{Meta: meta, PinnedUntil: a.contexts.pinFor(t.key, t.ns)}
+		opts := tier.PutOptions{Meta: meta, PinnedUntil: a.contexts.pinFor(t.key, t.ns),
+			Parent: req.Items[i].parent, HasParent: req.Items[i].hasParent}
 		// The segment is the client's to change at any time: the store
 		// copies it once, and the checksum is of that copy.
 		put, err := a.storeBlock(ctx, t, int64(len(src)), &shmReader{b: src}, opts)

@@ -21,12 +21,17 @@ const (
 	FlagCRC = 1 << 0
 	// FlagMissing: the block is not stored (answers); no data follows.
 	FlagMissing = 1 << 1
+	// FlagParent: the key of the block's chain parent, 32 raw bytes,
+	// follows the header, before the data (Length does not count it).
+	// Multi-put frames only; a reader that does not allow it refuses the
+	// frame, so a sender never has its parents silently dropped.
+	FlagParent = 1 << 2
 	// TierShift is where the tier a block came from sits in the flags.
 	TierShift = 8
 	// TierRemote in the tier bits: read from another node.
 	TierRemote = 0xff
 	// PutFlags are the flags a multi-put frame may carry.
-	PutFlags = FlagCRC
+	PutFlags = FlagCRC | FlagParent
 )
 
 var (
@@ -42,6 +47,22 @@ type Header struct {
 	Flags  uint32
 	CRC    uint32
 	Length uint64
+	// Parent is the chain parent's key when FlagParent is set. It is not
+	// part of the fixed HeaderSize bytes: Encode leaves it out and
+	// AppendParent writes it after them.
+	Parent block.Key
+}
+
+// HasParent reports whether Parent is set.
+func (h Header) HasParent() bool { return h.Flags&FlagParent != 0 }
+
+// AppendParent appends what follows the fixed header before the data: the
+// parent key when FlagParent is set, else nothing.
+func (h Header) AppendParent(b []byte) []byte {
+	if !h.HasParent() {
+		return b
+	}
+	return append(b, h.Parent[:]...)
 }
 
 // HasCRC reports whether CRC is set.
@@ -126,6 +147,11 @@ func (f *Reader) Next() (Header, error) {
 	}
 	if h.Length > f.maxLength {
 		return Header{}, fmt.Errorf("%w: frame %d is %d bytes, the limit is %d", ErrTooLarge, f.n, h.Length, f.maxLength)
+	}
+	if h.HasParent() {
+		if _, err := io.ReadFull(f.r, h.Parent[:]); err != nil {
+			return Header{}, f.readErr(fmt.Sprintf("frame %d parent key", f.n), err)
+		}
 	}
 	f.left = int64(h.Length)
 	return h, nil

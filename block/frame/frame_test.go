@@ -122,3 +122,34 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// A frame with FlagParent carries its parent's key between the header and
+// the data; a body cut inside the key is malformed, and a reader that does
+// not allow the flag refuses the frame.
+func TestReaderParent(t *testing.T) {
+	var k, p block.Key
+	k[0], p[0], p[31] = 1, 2, 3
+	h := Header{Key: k, Flags: FlagCRC | FlagParent, CRC: 7, Length: 3, Parent: p}
+	var hb [HeaderSize]byte
+	h.Encode(&hb)
+	b := append([]byte(Magic), hb[:]...)
+	b = h.AppendParent(b)
+	b = append(b, "abc"...)
+	fr := NewReader(bytes.NewReader(b), PutFlags, 100)
+	got, err := fr.Next()
+	if err != nil || got != h || !got.HasParent() {
+		t.Fatalf("frame = %+v, %v; want %+v", got, err, h)
+	}
+	if d, err := io.ReadAll(fr.Data()); err != nil || string(d) != "abc" {
+		t.Fatalf("data %q, %v", d, err)
+	}
+	if _, err := NewReader(bytes.NewReader(b[:len(Magic)+HeaderSize+10]), PutFlags, 100).Next(); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("body cut inside the parent: %v, want ErrMalformed", err)
+	}
+	if _, err := NewReader(bytes.NewReader(b), FlagCRC, 100).Next(); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("parent not allowed: %v, want ErrMalformed", err)
+	}
+	if n := len(Header{Flags: FlagCRC}.AppendParent(nil)); n != 0 {
+		t.Fatalf("AppendParent without the flag wrote %d bytes", n)
+	}
+}
