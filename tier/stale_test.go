@@ -68,11 +68,29 @@ func (g *heldTier) SetEvictHandler(fn tier.EvictHandler) {
 	}
 }
 
-// release opens both gates (again harmlessly) so a failed test does not
-// leave the held Put behind.
+// letWrite lets the held Put write; letReturn lets it return. Each may be
+// called again harmlessly.
+func (g *heldTier) letWrite()  { g.releaseOnce.Do(func() { close(g.releaseBefore) }) }
+func (g *heldTier) letReturn() { g.beforeOnce.Do(func() { close(g.before) }) }
+
+// release opens both gates so a failed test does not leave the held Put
+// behind.
 func (g *heldTier) release() {
-	g.releaseOnce.Do(func() { close(g.releaseBefore) })
-	g.beforeOnce.Do(func() { close(g.before) })
+	g.letWrite()
+	g.letReturn()
+}
+
+// deleteInFlight puts k, evicts it from DRAM until its demotion reaches the
+// held SSD Put, and deletes it there: the demotion is cancelled but still
+// to write its copy.
+func deleteInFlight(t *testing.T, h *tier.Hierarchy, g *heldTier, k block.Key) {
+	t.Helper()
+	put(t, h, k, tiertest.Value(k, 100<<10))
+	g.armed.Store(true)
+	pushOutAsync(t, h, g)
+	if err := h.Delete(k); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (g *heldTier) Put(ctx context.Context, k block.Key, v []byte, o tier.PutOptions) error {
@@ -180,7 +198,7 @@ func TestPromotionOfReplacedBlockSkipped(t *testing.T) {
 	x := tiertest.Key(0)
 	k, next := keyOffStripes(1, x)
 	h, g := heldHierarchy(t, 0, x, tier.HierarchyOptions{Promote: tier.PromoteAlways})
-	g.releaseOnce.Do(func() { close(g.releaseBefore) })
+	g.letWrite()
 
 	put(t, h, x, tiertest.Value(x, 2<<20)) // over DRAM's size: SSD only
 	old := tiertest.Value(k, 100<<10)
@@ -204,7 +222,7 @@ func TestPromotionOfReplacedBlockSkipped(t *testing.T) {
 	put(t, h, y, tiertest.Value(y, 10<<10))
 	pushOut(t, h, y, &next, x)
 	get(t, h, y, tiertest.Value(y, 10<<10))
-	g.beforeOnce.Do(func() { close(g.before) })
+	g.letReturn()
 	eventually(t, "the queue to drain", func() bool { e, _ := h.Lookup(y); return e.Tiers.Has(0) })
 	expectCurrentOrMiss(t, h, k, cur)
 }
@@ -217,16 +235,10 @@ func TestDemotionOntoLeftoverCopyRefused(t *testing.T) {
 	k := tiertest.Key(0)
 	h, g := heldHierarchy(t, 1, k, tier.HierarchyOptions{DemoteWorkers: 2, Promote: tier.PromoteNever})
 	next := 1
-
-	put(t, h, k, tiertest.Value(k, 100<<10))
-	g.armed.Store(true)
-	pushOutAsync(t, h, g)
-	if err := h.Delete(k); err != nil {
-		t.Fatal(err)
-	}
+	deleteInFlight(t, h, g, k)
 	cur := tiertest.Value(k, 50<<10)
 	put(t, h, k, cur)
-	g.releaseOnce.Do(func() { close(g.releaseBefore) })
+	g.letWrite()
 	// The deleted copy is in SSD, its demotion not yet undone, when the
 	// new copy's demotion runs.
 	<-g.wrote
@@ -244,19 +256,14 @@ func TestPutOntoLeftoverCopy(t *testing.T) {
 	// the held one's undo has run.
 	h, g := heldHierarchy(t, 1, k, tier.HierarchyOptions{Promote: tier.PromoteNever, DemoteWorkers: 1})
 	next := 1
-	put(t, h, k, tiertest.Value(k, 100<<10))
-	g.armed.Store(true)
-	pushOutAsync(t, h, g)
-	if err := h.Delete(k); err != nil {
-		t.Fatal(err)
-	}
-	g.releaseOnce.Do(func() { close(g.releaseBefore) })
+	deleteInFlight(t, h, g, k)
+	g.letWrite()
 	<-g.wrote
 	cur := tiertest.Value(k, 2<<20) // over DRAM's size: straight to SSD
 	if lvl := put(t, h, k, cur).Tier; lvl != "ssd" {
 		t.Fatalf("put landed in %s", lvl)
 	}
-	g.beforeOnce.Do(func() { close(g.before) })
+	g.letReturn()
 	f := tiertest.Key(3_000_000)
 	put(t, h, f, tiertest.Value(f, 64<<10))
 	pushOut(t, h, f, &next)
