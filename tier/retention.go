@@ -87,6 +87,16 @@ func Effective(r Retention, until, now int64) Retention {
 	return r
 }
 
+// Settle returns the class and end (Unix nanoseconds, 0: none) a tier
+// records for a block given class r until until at now: Normal with no end
+// for an invalid class or one already lapsed.
+func Settle(r Retention, until, now int64) (Retention, int64) {
+	if !r.Valid() || until != 0 && until <= now {
+		return RetentionNormal, 0
+	}
+	return r, until
+}
+
 // Retainer is implemented by tiers that record retention classes (DRAM,
 // SSD). A tier without it keeps every block as Normal.
 type Retainer interface {

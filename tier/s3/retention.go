@@ -24,9 +24,7 @@ func (e *entry) policyClass() int { return min(e.retention.Rank(), tier.NumRanks
 // startClassLocked gives a new entry its class: one already lapsed is
 // Normal, one with an end is queued to lapse.
 func (t *Tier) startClassLocked(key block.Key, e *entry, r tier.Retention, until int64) {
-	if !r.Valid() || until != 0 && until <= t.opts.Now().UnixNano() {
-		r, until = tier.RetentionNormal, 0
-	}
+	r, until = tier.Settle(r, until, t.opts.Now().UnixNano())
 	e.retention, e.retainUntil = r, until
 	if until != 0 {
 		t.mu.retains.Push(until, key)

@@ -127,9 +127,7 @@ func (p *PebbleStore) dropOrphanClasses(orphans map[block.Key]retention) {
 // startClassLocked gives an entry its class: one already lapsed is
 // Normal, one with an end is queued to lapse.
 func (p *PebbleStore) startClassLocked(key block.Key, e *pentry, r tier.Retention, until int64) {
-	if !r.Valid() || until != 0 && until <= p.opts.Now().UnixNano() {
-		r, until = tier.RetentionNormal, 0
-	}
+	r, until = tier.Settle(r, until, p.opts.Now().UnixNano())
 	e.retention, e.retainUntil = r, until
 	if until != 0 {
 		p.mu.retains.Push(until, key)
