@@ -15,9 +15,12 @@ import (
 	"github.com/yuebing/yuebing/internal/servetest"
 )
 
-// A small replay against a real node: four conversations of three turns, the
-// turns 8 s apart in the trace and routed to alternating engines, so only
-// the pool sees a previous turn's blocks on the other engine. Every hit is
+// A small replay against a real node: three conversations of four turns, the
+// turns 8 s apart in the trace. Round robin over two engines with an odd
+// number of conversations sends each turn to the other engine than the
+// conversation's last, so only the pool holds a previous turn's blocks there
+// (with an even number every conversation would stay on one engine, and the
+// pool's hits would hang on HBM evictions, that is on timing). Every hit is
 // loaded (LoadAlways): whether a load pays is timing, and the test is about
 // what the pool adds.
 func TestRunE2E(t *testing.T) {
@@ -25,8 +28,8 @@ func TestRunE2E(t *testing.T) {
 		t.Skip("replays against a real node; skipped with -short")
 	}
 	var lines []string
-	for turn := range 3 {
-		for c := 1; c <= 4; c++ {
+	for turn := range 4 {
+		for c := 1; c <= 3; c++ {
 			ids := []string{"0"}
 			for i := 0; i <= turn+1; i++ {
 				ids = append(ids, fmt.Sprint(c*100+i))
