@@ -629,10 +629,7 @@ func (d *DRAM) SetRetention(key block.Key, r tier.Retention, until time.Time) er
 	if !ok || b.state != stateLive {
 		return tier.ErrNotFound
 	}
-	u := tier.UnixNanos(until)
-	if u != 0 && u <= d.opts.Now().UnixNano() {
-		r, u = tier.RetentionNormal, 0
-	}
+	r, u := tier.Settle(r, tier.UnixNanos(until), d.opts.Now().UnixNano())
 	b.retention, b.retainUntil = r, u
 	if u != 0 {
 		d.mu.retains.Push(u, b)

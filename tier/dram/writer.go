@@ -115,13 +115,10 @@ func (w *writer) Commit(context.Context) error {
 	d.mu.blocks[w.key] = b
 	d.puts.Add(1)
 	now := d.opts.Now().UnixNano()
-	b.retention, b.retainUntil = w.opts.Retention, tier.UnixNanos(w.opts.RetainUntil)
+	// create refused an invalid class, so Settle only lapses an ended one.
+	b.retention, b.retainUntil = tier.Settle(w.opts.Retention, tier.UnixNanos(w.opts.RetainUntil), now)
 	if b.retainUntil != 0 {
-		if b.retainUntil <= now {
-			b.retention, b.retainUntil = tier.RetentionNormal, 0
-		} else {
-			d.mu.retains.Push(b.retainUntil, b)
-		}
+		d.mu.retains.Push(b.retainUntil, b)
 	}
 	if u := w.opts.PinnedUntil.UnixNano(); !w.opts.PinnedUntil.IsZero() && u > now &&
 		d.mu.pinned+b.size <= int64(d.opts.MaxPinnedFraction*float64(d.opts.Capacity)) {

@@ -28,17 +28,10 @@ func (e *entry) withRetention(info tier.BlockInfo) tier.BlockInfo {
 // startRetentionLocked settles a new entry's class: one already lapsed is
 // Normal, one with an end is queued to lapse.
 func (s *SSD) startRetentionLocked(key block.Key, e *entry) {
-	if !e.retention.Valid() {
-		e.retention, e.retainUntil = tier.RetentionNormal, 0
+	e.retention, e.retainUntil = tier.Settle(e.retention, e.retainUntil, s.now())
+	if e.retainUntil != 0 {
+		s.mu.retains.Push(e.retainUntil, key)
 	}
-	if e.retainUntil == 0 {
-		return
-	}
-	if e.retainUntil <= s.now() {
-		e.retention, e.retainUntil = tier.RetentionNormal, 0
-		return
-	}
-	s.mu.retains.Push(e.retainUntil, key)
 }
 
 // setClassLocked changes an entry's class, keeping its segment's counts.
