@@ -12,18 +12,52 @@ import (
 	"github.com/yuebing/yuebing/tier/tiertest"
 )
 
-// TestRetentionEvictionOrder: the SSD tier frees whole segments, yet takes
-// every low block before any normal one and every normal before any high
-// one (carrying the higher classes forward); hard-pinned blocks stay, also
-// across a restart, until released.
+// retainingTier is what the retention tests drive of either layout.
+type retainingTier interface {
+	tier.Tier
+	tier.Retainer
+	SetEvictHandler(tier.EvictHandler)
+}
+
+// TestRetentionEvictionOrder: both layouts take every low block before
+// any normal one and every normal before any high one, never a hard-pinned
+// one (the segment layout frees whole segments, carrying the higher
+// classes forward), and keep each class and its end across a restart (a
+// class changed in place too) until released.
 func TestRetentionEvictionOrder(t *testing.T) {
-	const (
-		size = 64 << 10
-		rec  = recHeaderSize + size
-	)
-	dir := t.TempDir()
-	opts := Options{Dir: dir, Capacity: 16*rec + 1000, SegmentSize: 4 * rec, NoSync: true}
-	s := openTest(t, opts)
+	const size = 64 << 10 // 16 blocks pass the pebble layout's 1 MiB minimum
+	for _, layout := range []struct {
+		name string
+		rec  int64 // bytes a block of size takes
+		opts func(dir string, rec int64) Options
+		open func(Options) (retainingTier, error)
+	}{
+		{"segments", recHeaderSize + size,
+			func(dir string, rec int64) Options {
+				return Options{Dir: dir, Capacity: 16*rec + 1000, SegmentSize: 4 * rec, NoSync: true}
+			},
+			func(o Options) (retainingTier, error) { return Open(o) }},
+		{"pebble-values", block.HeaderSize + 2 + size,
+			func(dir string, rec int64) Options { return Options{Dir: dir, Capacity: 16 * rec, NoSync: true} },
+			func(o Options) (retainingTier, error) { return OpenPebble(o) }},
+	} {
+		t.Run(layout.name, func(t *testing.T) {
+			opts := layout.opts(t.TempDir(), layout.rec)
+			open := func() retainingTier {
+				t.Helper()
+				s, err := layout.open(opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				return s
+			}
+			testRetentionEvictionOrder(t, open, size)
+		})
+	}
+}
+
+func testRetentionEvictionOrder(t *testing.T, open func() retainingTier, size int) {
 	var (
 		mu      sync.Mutex
 		victims []block.Key
@@ -36,8 +70,14 @@ func TestRetentionEvictionOrder(t *testing.T) {
 		victims = append(victims, k)
 		mu.Unlock()
 	}
+	lastVictim := func() block.Key {
+		mu.Lock()
+		defer mu.Unlock()
+		return victims[len(victims)-1]
+	}
+	s := open()
 	s.SetEvictHandler(onEvict)
-	put := func(s *SSD, i int, r tier.Retention) error {
+	put := func(s retainingTier, i int, r tier.Retention) error {
 		k := tiertest.Key(i)
 		return s.Put(t.Context(), k, tiertest.Value(k, size), tier.PutOptions{Retention: r})
 	}
@@ -67,44 +107,61 @@ func TestRetentionEvictionOrder(t *testing.T) {
 		}
 	}
 	if err := put(s, 200, tier.RetentionNormal); !errors.Is(err, tier.ErrNoSpace) {
-		t.Fatalf("put into a pinned-full tier: %v, want ErrNoSpace", err)
+		t.Fatalf("put into a tier full of hard pins: %v, want ErrNoSpace", err)
 	}
-	// One pin with an end that passes while the tier is closed.
+	// One pin whose end passes while the tier is closed, one changed in
+	// place to high with an end.
 	if err := s.SetRetention(tiertest.Key(100), tier.RetentionPinned, time.Now().Add(300*time.Millisecond)); err != nil {
 		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Hour)
+	if err := s.SetRetention(tiertest.Key(101), tier.RetentionHigh, until); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetRetention(tiertest.Key(999), tier.RetentionHigh, time.Time{}); !errors.Is(err, tier.ErrNotFound) {
+		t.Fatalf("class of a block not stored: %v", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(400 * time.Millisecond)
 
-	s = openTest(t, opts)
+	s = open()
 	s.SetEvictHandler(onEvict)
 	for i := 2; i < 16; i += 4 {
-		info, err := s.Stat(tiertest.Key(i))
-		if err != nil || info.Retention != tier.RetentionPinned {
+		if info, err := s.Stat(tiertest.Key(i)); err != nil || info.Retention != tier.RetentionPinned {
 			t.Errorf("pinned block %d after a restart: %v, %s", i, err, info.Retention)
 		}
 	}
-	// The lapsed pin is the only way in.
+	if info, err := s.Stat(tiertest.Key(101)); err != nil || info.Retention != tier.RetentionHigh || info.RetainUntil.UnixNano() != until.UnixNano() {
+		t.Errorf("block changed to high after a restart: %v, %s until %v; want high until %v", err, info.Retention, info.RetainUntil, until)
+	}
+	// The pin that lapsed is normal now and goes first, then the high
+	// block; then nothing.
 	if err := put(s, 201, tier.RetentionPinned); err != nil {
 		t.Fatalf("put after the pin lapsed across a restart: %v", err)
 	}
-	if last := victims[len(victims)-1]; last != tiertest.Key(100) {
-		t.Fatalf("victim is %s, want the block whose pin lapsed", last)
+	if k := lastVictim(); k != tiertest.Key(100) {
+		t.Fatalf("victim is %s, want the block whose pin lapsed", k)
 	}
-	if err := put(s, 202, tier.RetentionNormal); !errors.Is(err, tier.ErrNoSpace) {
-		t.Fatalf("put into a pinned-full tier after a restart: %v, want ErrNoSpace", err)
+	if err := put(s, 202, tier.RetentionPinned); err != nil {
+		t.Fatalf("put after a restart: %v", err)
+	}
+	if k := lastVictim(); k != tiertest.Key(101) {
+		t.Fatalf("victim is %s, want the block changed to high", k)
+	}
+	if err := put(s, 203, tier.RetentionNormal); !errors.Is(err, tier.ErrNoSpace) {
+		t.Fatalf("put into a tier full of hard pins after a restart: %v, want ErrNoSpace", err)
 	}
 	// Released: evictable.
 	if err := s.SetRetention(tiertest.Key(6), tier.RetentionLow, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := put(s, 203, tier.RetentionNormal); err != nil {
+	if err := put(s, 204, tier.RetentionNormal); err != nil {
 		t.Fatalf("put after a release: %v", err)
 	}
-	if last := victims[len(victims)-1]; last != tiertest.Key(6) {
-		t.Fatalf("victim is %s, want the released block", last)
+	if k := lastVictim(); k != tiertest.Key(6) {
+		t.Fatalf("victim is %s, want the released block", k)
 	}
 }
 
