@@ -84,60 +84,64 @@ func TestRetentionEvictionOrder(t *testing.T) {
 // the block's segment was uploaded are in the bucket, and a tier opened on
 // it returns them from Stat (as a hierarchy's promotion reads them).
 func TestRetentionSurvivesRestart(t *testing.T) {
-	srv := s3test.Start(t)
-	o := opts(srv, 64<<20)
+	o := opts(s3test.Start(t), 64<<20)
+	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	k := func(i int) block.Key { return tiertest.Key(i) }
+	beforeRestart(t, o, func(tr *s3.Tier) {
+		put := func(i int, r tier.Retention, u time.Time) {
+			t.Helper()
+			if err := tr.Put(t.Context(), k(i), tiertest.Value(k(i), 5000), tier.PutOptions{Retention: r, RetainUntil: u}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		put(0, tier.RetentionPinned, time.Time{})
+		put(1, tier.RetentionHigh, until)
+		put(2, tier.RetentionLow, time.Time{})
+		put(3, tier.RetentionNormal, time.Time{})
+		put(4, tier.RetentionPinned, time.Now().Add(-time.Second)) // already lapsed
+		if err := tr.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		// Changed after the upload: class records in the next segment.
+		if err := tr.SetRetention(k(3), tier.RetentionPinned, until); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.SetRetention(k(0), tier.RetentionNormal, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.SetRetention(k(99), tier.RetentionHigh, time.Time{}); !errors.Is(err, tier.ErrNotFound) {
+			t.Fatalf("class of a block not stored: %v", err)
+		}
+	})
+
+	tr := open(t, o)
+	checkClass(t, tr, k(0), tier.RetentionNormal, time.Time{})
+	checkClass(t, tr, k(1), tier.RetentionHigh, until)
+	checkClass(t, tr, k(2), tier.RetentionLow, time.Time{})
+	checkClass(t, tr, k(3), tier.RetentionPinned, until)
+	checkClass(t, tr, k(4), tier.RetentionNormal, time.Time{})
+}
+
+// beforeRestart runs fill on a tier opened on o and closes it, so that a
+// tier the test opens next on o knows only what fill left in the bucket.
+func beforeRestart(t *testing.T, o s3.Options, fill func(*s3.Tier)) {
+	t.Helper()
 	tr, err := s3.Open(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)
-	k := func(i int) block.Key { return tiertest.Key(i) }
-	put := func(i int, r tier.Retention, u time.Time) {
-		t.Helper()
-		if err := tr.Put(t.Context(), k(i), tiertest.Value(k(i), 5000), tier.PutOptions{Retention: r, RetainUntil: u}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put(0, tier.RetentionPinned, time.Time{})
-	put(1, tier.RetentionHigh, until)
-	put(2, tier.RetentionLow, time.Time{})
-	put(3, tier.RetentionNormal, time.Time{})
-	put(4, tier.RetentionPinned, time.Now().Add(-time.Second)) // already lapsed
-	if err := tr.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	// Changed after the upload: class records in the next segment.
-	if err := tr.SetRetention(k(3), tier.RetentionPinned, until); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.SetRetention(k(0), tier.RetentionNormal, time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.SetRetention(k(99), tier.RetentionHigh, time.Time{}); !errors.Is(err, tier.ErrNotFound) {
-		t.Fatalf("class of a block not stored: %v", err)
-	}
+	fill(tr)
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
 
-	tr2 := open(t, o)
-	for i, want := range []struct {
-		r     tier.Retention
-		until time.Time
-	}{
-		{tier.RetentionNormal, time.Time{}},
-		{tier.RetentionHigh, until},
-		{tier.RetentionLow, time.Time{}},
-		{tier.RetentionPinned, until},
-		{tier.RetentionNormal, time.Time{}},
-	} {
-		info, err := tr2.Stat(k(i))
-		if err != nil {
-			t.Fatalf("block %d after a restart: %v", i, err)
-		}
-		if info.Retention != want.r || !info.RetainUntil.Equal(want.until) {
-			t.Errorf("block %d after a restart: %s until %v, want %s until %v", i, info.Retention, info.RetainUntil, want.r, want.until)
-		}
+// checkClass fails the test unless tr holds k with class r until until.
+func checkClass(t *testing.T, tr tier.Tier, k block.Key, r tier.Retention, until time.Time) {
+	t.Helper()
+	info, err := tr.Stat(k)
+	if err != nil || info.Retention != r || !info.RetainUntil.Equal(until) {
+		t.Errorf("block %s in %s: %v, %s until %v; want %s until %v", k, tr.Name(), err, info.Retention, info.RetainUntil, r, until)
 	}
 }
 
@@ -145,35 +149,25 @@ func TestRetentionSurvivesRestart(t *testing.T) {
 // promoted into DRAM with the class S3 kept for it, so a hard pin made
 // before the restart still holds in the tier the block is read from.
 func TestPromotionKeepsClass(t *testing.T) {
-	srv := s3test.Start(t)
-	o := opts(srv, 64<<20)
-	tr, err := s3.Open(t.Context(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := opts(s3test.Start(t), 64<<20)
 	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)
 	k := tiertest.Key(7)
-	if err := tr.Put(t.Context(), k, tiertest.Value(k, 4000), tier.PutOptions{Retention: tier.RetentionPinned, RetainUntil: until}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Close(); err != nil {
-		t.Fatal(err)
-	}
+	beforeRestart(t, o, func(tr *s3.Tier) {
+		if err := tr.Put(t.Context(), k, tiertest.Value(k, 4000), tier.PutOptions{Retention: tier.RetentionPinned, RetainUntil: until}); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	h, _ := hierarchy(t, o)
 	// The hierarchy promotes a block on its second lower-tier hit.
 	checkHGet(t, h, 7, 4000, 1)
 	checkHGet(t, h, 7, 4000, 1)
-	var top tier.BlockInfo
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		top, err = h.Tiers()[0].Stat(k)
-		if err == nil || time.Now().After(deadline) {
+	top := h.Tiers()[0]
+	// The promotion's copy lands in the background.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := top.Stat(k); err == nil {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	if err != nil || top.Retention != tier.RetentionPinned || !top.RetainUntil.Equal(until) {
-		t.Fatalf("promoted block in DRAM: %v, %s until %v; want pinned until %v", err, top.Retention, top.RetainUntil, until)
-	}
+	checkClass(t, top, k, tier.RetentionPinned, until)
 }
