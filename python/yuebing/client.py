@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - depends on the machine
     _crc32c = None
 
 _FRAME = struct.Struct("<32sIIQ")  # key, flags, crc32c, length: docs/api.md#framed-bodies
-_FLAG_CRC, _FLAG_MISSING = 1, 2
+_FLAG_CRC, _FLAG_MISSING, _FLAG_PARENT = 1, 2, 4
 _JSON = {"Content-Type": "application/json"}
 
 
@@ -68,6 +68,18 @@ def _retention_headers(h: dict, retention: str | None, ttl: int | None) -> None:
         h["X-Yuebing-Retention"] = retention
         if ttl is not None:
             h["X-Yuebing-Retention-TTL"] = str(ttl)
+
+
+def _parent(parent, what: str = "parent") -> bytes | None:
+    """A chain parent's key as 32 raw bytes (None for none); a malformed
+    one is refused here, before anything of the put is sent, as the node
+    would refuse the whole request."""
+    if parent is None:
+        return None
+    try:
+        return _keys.parse_key(parent)
+    except (ValueError, TypeError) as e:
+        raise BadRequest(0, "bad_request", f"{what}: {e}") from e
 
 
 def _mv(buf, writable: bool = False) -> memoryview:
@@ -187,24 +199,29 @@ class Client:
     # -- single objects and blocks -------------------------------------
 
     def put(self, name: str | None, data, *, key=None, namespace: str | None = None,
-            replicas: int | None = None, retention: str | None = None, retention_ttl: int | None = None) -> Item:
+            replicas: int | None = None, retention: str | None = None, retention_ttl: int | None = None,
+            parent=None) -> Item:
         """Stores data (bytes or any buffer) as object ``name`` (or block
         ``key``). An existing key is not rewritten (status "exists"), but a
         ``retention`` given changes its class. ``retention`` (pinned,
         high, normal, low) is the node's retention class for the block,
         for ``retention_ttl`` seconds if given (then it lapses to normal);
         it travels as headers, so a put that names one goes over HTTP. A
-        hard pin past the namespace's quota raises NoSpace (pin_quota)."""
+        hard pin past the namespace's quota raises NoSpace (pin_quota).
+        ``parent`` is the key (32 bytes or 64 hex digits) of the block
+        before this one in its prefix chain, for the node's SSD admission
+        (docs/policies.md); a malformed one raises BadRequest."""
         ns = self._ns(namespace)
         mv = _mv(data)
         _check_retention(retention, retention_ttl)
+        par = _parent(parent)
         st = None if retention else self._usable_shm()
         if st is not None and 0 < len(mv) <= st.size:
             try:
-                it = self._shm_put(st, ns, [(name, key, mv)], replicas)[0]
+                it = self._shm_put(st, ns, [(name, key, mv, par)], replicas)[0]
             except ConnectionFailed:
                 self._drop_shm()
-                return self.put(name, data, key=key, namespace=namespace, replicas=replicas)
+                return self.put(name, data, key=key, namespace=namespace, replicas=replicas, parent=par)
             if it.error is not None:
                 raise it.error
             return it
@@ -212,6 +229,8 @@ class Client:
         if replicas:
             h["X-Yuebing-Replicas"] = str(replicas)
         _retention_headers(h, retention, retention_ttl)
+        if par is not None:
+            h["X-Yuebing-Parent"] = par.hex()
         r = self._req("PUT", self._target(name, key), h, mv, ok=(200, 201))
         res = json.loads(r.read())
         return Item(bytes.fromhex(res["key"]), "created" if res["created"] else "exists", res["size"], res.get("tier", ""))
@@ -337,33 +356,45 @@ class Client:
 
     def put_many(self, names=None, values=(), *, keys=None, namespace: str | None = None,
                  replicas: int | None = None, retention: str | None = None,
-                 retention_ttl: int | None = None, chain: bool = False) -> list[Item]:
+                 retention_ttl: int | None = None, chain: bool = False, parents=None) -> list[Item]:
         """Stores each value as its own put; one Item per value, in order.
         ``retention`` and ``retention_ttl`` as for put. ``chain=True`` says the
         keys are one prefix chain in order (each key's parent is the one
         before it): the node's SSD admission policy uses it to keep a chain's
-        tail off flash (docs/policies.md). It needs keys, not names."""
+        tail off flash (docs/policies.md). ``parents`` names each key's
+        parent itself (a key, or None for none), for a batch that mixes
+        several chains; an entry given wins over ``chain``. Both need keys,
+        not names."""
         _check_retention(retention, retention_ttl)
-        if chain and keys is None:
-            raise BadRequest(0, "bad_request", "chain=True needs keys: names have no chain")
+        if (chain or parents is not None) and keys is None:
+            raise BadRequest(0, "bad_request", "chain=True and parents need keys: names have no chain")
         ts = self._names(names, keys)
         vals = [_mv(v) for v in values]
         if len(vals) != len(ts):
             raise BadRequest(0, "bad_request", f"{len(ts)} keys and {len(vals)} values")
+        pars = [None] * len(ts)
+        if parents is not None:
+            parents = list(parents)
+            if len(parents) != len(ts):
+                raise BadRequest(0, "bad_request", f"{len(ts)} keys and {len(parents)} parents")
+            pars = [_parent(p, f"parents[{i}]") for i, p in enumerate(parents)]
         if not ts:
             return []
         ns = self._ns(namespace)
-        st = None if retention or chain else self._usable_shm()
+        st = None if retention else self._usable_shm()
         if st is not None and all(0 < len(v) for v in vals):
+            # Shared-memory items carry no chain flag: each names its parent.
+            shm_pars = [p if p is not None or not chain or i == 0 else ts[i - 1][1] for i, p in enumerate(pars)]
             try:
                 out: list[Item] = []
-                for group in self._groups(st, [(n, k, v) for (n, k), v in zip(ts, vals)], lambda x: len(x[2])):
+                items = [(n, k, v, p) for (n, k), v, p in zip(ts, vals, shm_pars)]
+                for group in self._groups(st, items, lambda x: len(x[2])):
                     out += self._shm_put(st, ns, group, replicas)
                 return out
             except ConnectionFailed:
                 self._drop_shm()  # puts are idempotent: the socket path redoes them all
         if ts[0][1] is not None:
-            return self._frames_put(ns, ts, vals, replicas, retention, retention_ttl, chain)
+            return self._frames_put(ns, ts, vals, replicas, retention, retention_ttl, chain, pars)
         out = []
         for (n, _), v in zip(ts, vals):
             try:
@@ -373,10 +404,14 @@ class Client:
                 out.append(Item(_keys.opaque_key(ns, n) if isinstance(n, str) else b"", "error", error=e))
         return out
 
-    def _frames_put(self, ns, ts, vals, replicas, retention=None, retention_ttl=None, chain=False) -> list[Item]:
+    def _frames_put(self, ns, ts, vals, replicas, retention=None, retention_ttl=None, chain=False,
+                    parents=None) -> list[Item]:
         parts: list = [b"YBF1"]
-        for (n, k), v in zip(ts, vals):
-            parts += [_FRAME.pack(k, 0, 0, len(v)), v]
+        for (n, k), v, p in zip(ts, vals, parents or [None] * len(ts)):
+            if p is None:
+                parts += [_FRAME.pack(k, 0, 0, len(v)), v]
+            else:  # the parent's key follows the header; length does not count it
+                parts += [_FRAME.pack(k, _FLAG_PARENT, 0, len(v)), p, v]
         h = {"X-Yuebing-Namespace": ns, "Content-Type": "application/x-yuebing-frames"}
         if replicas:
             h["X-Yuebing-Replicas"] = str(replicas)
@@ -482,13 +517,16 @@ class Client:
             yield group
 
     def _shm_put(self, st: Staging, ns, items, replicas) -> list[Item]:
-        total = sum(max(4096, (len(v) + 4095) // 4096 * 4096) for _, _, v in items)
+        total = sum(max(4096, (len(v) + 4095) // 4096 * 4096) for _, _, v, _ in items)
         base = st.alloc(total)
         try:
             reqs, off = [], base
-            for n, k, v in items:
+            for n, k, v, p in items:
                 st.view[off:off + len(v)] = v
-                reqs.append({**self._ref(n, k), "offset": off, "length": len(v)})
+                r = {**self._ref(n, k), "offset": off, "length": len(v)}
+                if p is not None:
+                    r["parent"] = p.hex()
+                reqs.append(r)
                 off += max(4096, (len(v) + 4095) // 4096 * 4096)
             payload = {"op": "put", "namespace": ns, "items": reqs}
             if replicas:
