@@ -44,6 +44,7 @@ type loopState struct {
 	// for EPOLLOUT.
 	outPos  int
 	outWait bool      // registered for EPOLLOUT (and not EPOLLIN)
+	more    bool      // on the loop's list of sockets to read again
 	since   time.Time // when the connection began to wait on its client
 	killed  atomic.Bool
 }

@@ -23,14 +23,25 @@ type loops struct {
 	next atomic.Uint64
 }
 
-// loop is one epoll instance and the goroutine that waits on it. Level-
-// triggered: a socket read only in part, or written only in part, is
-// reported again, so no event is ever lost.
+// loop is one epoll instance and the goroutine that waits on it. Sockets
+// are registered edge-triggered: a level-triggered item goes back on
+// epoll's ready list after every epoll_wait that returns it, which wakes
+// the runtime's poller on the epoll descriptor once more per batch for
+// nothing. So the loop owes each socket what an edge no longer repeats: a
+// read that fills the buffer is followed by another (the connection waits
+// on more), a write that meets EAGAIN waits for EPOLLOUT's edge, and a
+// switch between EPOLLIN and EPOLLOUT is an EPOLL_CTL_MOD, which reports
+// the socket at once if it is ready already.
 type loop struct {
 	s    *Server
 	epfd int
 	buf  []byte // one read's bytes, shared by the loop's connections
-	mu   struct {
+	// more holds the connections whose last read filled its buffer: read
+	// again in the next round, after the other ready sockets, so that one
+	// client streaming requests does not keep the others waiting.
+	more, moreNext []*conn
+	ready          []*conn
+	mu             struct {
 		sync.Mutex
 		conns map[int]*conn // by file descriptor
 	}
@@ -104,7 +115,7 @@ func (ls *loops) add(c *conn) bool {
 	l.mu.Lock()
 	l.mu.conns[fd] = c
 	l.mu.Unlock()
-	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(fd)}); err != nil {
 		ls.s.opts.Logger.Warn("resp: event loop: epoll_ctl add failed; closing the connection", "err", err)
 		l.close(c)
 	}
@@ -126,43 +137,56 @@ func (l *loop) run() {
 		defer unix.Close(l.epfd)
 	}
 	events := make([]unix.EpollEvent, 256)
-	ready := make([]*conn, 0, 256)
+	l.ready = make([]*conn, 0, len(events))
 	lastTick := time.Now()
 	for {
-		var n int
 		var err error
 		if rc != nil {
 			f.SetReadDeadline(lastTick.Add(loopTick))
+			// One RawRead serves batch after batch: it clears the
+			// descriptor's readiness once, before the first epoll_wait,
+			// and not again between a batch and the park that follows,
+			// so an edge that came while the batch ran makes the park
+			// return at once. A batch smaller than events has emptied
+			// epoll's ready list, and every socket event after it is a
+			// new edge on the epoll descriptor: the loop parks without
+			// the epoll_wait that would only return 0.
 			rerr := rc.Read(func(uintptr) bool {
-				n, err = unix.EpollWait(l.epfd, events, 0)
-				return n != 0 || err != nil && !errors.Is(err, unix.EINTR)
+				for {
+					n, werr := unix.EpollWait(l.epfd, events, 0)
+					if werr != nil {
+						if errors.Is(werr, unix.EINTR) {
+							continue
+						}
+						err = werr
+						return true
+					}
+					l.serve(events[:n])
+					if time.Since(lastTick) >= loopTick {
+						return true
+					}
+					if n < len(events) && len(l.more) == 0 {
+						return false
+					}
+				}
 			})
 			if rerr != nil && !errors.Is(rerr, os.ErrDeadlineExceeded) {
 				err = rerr
 			}
 		} else {
-			n, err = unix.EpollWait(l.epfd, events, int(loopTick/time.Millisecond))
+			timeout := int(loopTick / time.Millisecond)
+			if len(l.more) > 0 {
+				timeout = 0
+			}
+			var n int
+			n, err = unix.EpollWait(l.epfd, events, timeout)
+			if err == nil {
+				l.serve(events[:n])
+			}
 		}
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			l.s.opts.Logger.Error("resp: event loop: epoll_wait failed", "err", err)
-			n = 0
 			time.Sleep(loopTick) // not a spin; Shutdown still closes every connection
-		}
-		ready = ready[:0]
-		l.mu.Lock()
-		for _, ev := range events[:max(n, 0)] {
-			ready = append(ready, l.mu.conns[int(ev.Fd)])
-		}
-		l.mu.Unlock()
-		for i, c := range ready {
-			if c == nil || c.lp == nil {
-				continue // closed or handed off by an earlier event of this batch
-			}
-			if events[i].Events&unix.EPOLLOUT != 0 || c.lp.outWait {
-				l.writable(c)
-			} else {
-				l.readable(c)
-			}
 		}
 		if now := time.Now(); now.Sub(lastTick) >= loopTick {
 			lastTick = now
@@ -171,6 +195,45 @@ func (l *loop) run() {
 			}
 		}
 	}
+}
+
+// serve runs a batch of events, then reads once more each connection whose
+// previous read filled its buffer.
+func (l *loop) serve(events []unix.EpollEvent) {
+	ready := l.ready[:0]
+	l.mu.Lock()
+	for _, ev := range events {
+		ready = append(ready, l.mu.conns[int(ev.Fd)])
+	}
+	l.mu.Unlock()
+	for i, c := range ready {
+		if c == nil || c.lp == nil {
+			continue // closed or handed off by an earlier event of this batch
+		}
+		if events[i].Events&unix.EPOLLOUT != 0 || c.lp.outWait {
+			l.writable(c)
+		} else {
+			l.readable(c)
+		}
+	}
+	clear(ready)
+	l.ready = ready
+	if len(l.more) == 0 {
+		return
+	}
+	more := l.more
+	l.more, l.moreNext = l.moreNext[:0], nil
+	for _, c := range more {
+		if c.lp == nil {
+			continue
+		}
+		c.lp.more = false
+		if !c.lp.outWait {
+			l.readable(c)
+		}
+	}
+	clear(more)
+	l.moreNext = more[:0]
 }
 
 // pollable registers the epoll descriptor with the runtime's poller; nil
@@ -229,6 +292,7 @@ func (l *loop) tick(now time.Time) (stop bool) {
 func (l *loop) readable(c *conn) {
 	lp := c.lp
 	var data []byte
+	full := false
 	if len(lp.in) == 0 {
 		n, err := readFD(lp.fd, l.buf)
 		if n <= 0 {
@@ -238,6 +302,7 @@ func (l *loop) readable(c *conn) {
 			return
 		}
 		data = l.buf[:n]
+		full = n == len(l.buf)
 	} else {
 		if cap(lp.in)-len(lp.in) < 16<<10 {
 			lp.in = append(make([]byte, 0, len(lp.in)+64<<10), lp.in...)
@@ -249,10 +314,18 @@ func (l *loop) readable(c *conn) {
 			}
 			return
 		}
+		full = n == cap(lp.in)-len(lp.in)
 		data = lp.in[:len(lp.in)+n]
 	}
 	c.s.stats.netIn.Add(int64(len(data) - len(lp.in)))
 	l.process(c, data)
+	// A short read drained the socket; after a full one its edge may
+	// not come again. A connection waiting on EPOLLOUT is read again
+	// once its EPOLL_CTL_MOD back to EPOLLIN reports it.
+	if full && c.lp != nil && !c.lp.outWait && !c.lp.more {
+		c.lp.more = true
+		l.more = append(l.more, c)
+	}
 }
 
 var errAgain = errors.New("again")
@@ -384,9 +457,9 @@ func (l *loop) waitState(c *conn) {
 	lp := c.lp
 	pending := lp.outPos < len(c.out)
 	if pending != lp.outWait {
-		ev := uint32(unix.EPOLLIN)
+		ev := uint32(unix.EPOLLIN | unix.EPOLLET)
 		if pending {
-			ev = unix.EPOLLOUT
+			ev = unix.EPOLLOUT | unix.EPOLLET
 		}
 		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, lp.fd, &unix.EpollEvent{Events: ev, Fd: int32(lp.fd)}); err != nil {
 			l.close(c)
