@@ -67,6 +67,11 @@ class ClientTest(unittest.TestCase):
         self.assertFalse(self.c.exists(None, key=keys[0]))
         with self.assertRaises(ValueError):
             self.c.get(None, key="abc")
+        # A key in hex puts as its bytes do, on either data path.
+        self.assertEqual(self.c.put(None, b"again", key=keys[0].hex()).status, "created")
+        self.assertEqual(self.c.get(None, key=keys[0]), b"again")
+        with self.assertRaises(ValueError):
+            self.c.put(None, b"x", key="abc")
 
     def test_keys_match_the_server(self):
         tokens = list(range(1000, 1000 + 600))

@@ -214,6 +214,8 @@ class Client:
         ns = self._ns(namespace)
         mv = _mv(data)
         _check_retention(retention, retention_ttl)
+        if key is not None:
+            key = _keys.parse_key(key)  # shared-memory items name it in hex, as the URL does
         par = _parent(parent)
         st = None if retention else self._usable_shm()
         if st is not None and 0 < len(mv) <= st.size:
