@@ -43,10 +43,14 @@ type loopState struct {
 	// outPos is how much of conn.out the socket took; the rest waits
 	// for EPOLLOUT.
 	outPos  int
-	outWait bool      // registered for EPOLLOUT (and not EPOLLIN)
-	more    bool      // on the loop's list of sockets to read again
-	since   time.Time // when the connection began to wait on its client
-	killed  atomic.Bool
+	outWait bool // registered for EPOLLOUT (and not EPOLLIN)
+	more    bool // on the loop's list of sockets to read again
+	// hup: epoll reported the peer's FIN, a hang-up or an error, which
+	// may have come within the edge of the bytes before it; the socket is
+	// read until it says EOF, since no other edge will tell.
+	hup    bool
+	since  time.Time // when the connection began to wait on its client
+	killed atomic.Bool
 }
 
 // loopConn stands for a connection's socket while its loop owns the file

@@ -115,7 +115,7 @@ func (ls *loops) add(c *conn) bool {
 	l.mu.Lock()
 	l.mu.conns[fd] = c
 	l.mu.Unlock()
-	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(fd)}); err != nil {
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: loopIn, Fd: int32(fd)}); err != nil {
 		ls.s.opts.Logger.Warn("resp: event loop: epoll_ctl add failed; closing the connection", "err", err)
 		l.close(c)
 	}
@@ -209,6 +209,9 @@ func (l *loop) serve(events []unix.EpollEvent) {
 	for i, c := range ready {
 		if c == nil || c.lp == nil {
 			continue // closed or handed off by an earlier event of this batch
+		}
+		if events[i].Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+			c.lp.hup = true
 		}
 		if events[i].Events&unix.EPOLLOUT != 0 || c.lp.outWait {
 			l.writable(c)
@@ -320,13 +323,19 @@ func (l *loop) readable(c *conn) {
 	c.s.stats.netIn.Add(int64(len(data) - len(lp.in)))
 	l.process(c, data)
 	// A short read drained the socket; after a full one its edge may
-	// not come again. A connection waiting on EPOLLOUT is read again
+	// not come again, nor after one that carried the FIN, whose EOF the
+	// next read tells. A connection waiting on EPOLLOUT is read again
 	// once its EPOLL_CTL_MOD back to EPOLLIN reports it.
-	if full && c.lp != nil && !c.lp.outWait && !c.lp.more {
+	if c.lp != nil && (full || c.lp.hup) && !c.lp.outWait && !c.lp.more {
 		c.lp.more = true
 		l.more = append(l.more, c)
 	}
 }
+
+// loopIn is a socket's registration while the loop reads it. EPOLLRDHUP
+// marks an edge that carried the peer's FIN: the bytes and the FIN can
+// come within one edge, and a short read then leaves the EOF untold.
+const loopIn = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET
 
 var errAgain = errors.New("again")
 
@@ -457,7 +466,7 @@ func (l *loop) waitState(c *conn) {
 	lp := c.lp
 	pending := lp.outPos < len(c.out)
 	if pending != lp.outWait {
-		ev := uint32(unix.EPOLLIN | unix.EPOLLET)
+		ev := uint32(loopIn)
 		if pending {
 			ev = unix.EPOLLOUT | unix.EPOLLET
 		}

@@ -319,3 +319,35 @@ func loopClient(nc net.Conn, key string, seed, rounds int) error {
 	}
 	return nil
 }
+
+// TestLoopHalfClose: a client that sends a request and shuts its side
+// down at once gets the reply, then the server's close. Sockets are
+// edge-triggered, and the FIN can come within the request's edge, so a
+// short read does not prove the socket has nothing more to tell: a loop
+// that trusted it would keep the connection open for good.
+func TestLoopHalfClose(t *testing.T) {
+	s := startLoopServer(t, Options{EventLoops: 1})
+	for i := range 20 {
+		nc, err := net.Dial("tcp", s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := nc.(*net.TCPConn)
+		if _, err := io.WriteString(tc, multibulk("INCR", "n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := tc.CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		tc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got, err := io.ReadAll(tc)
+		tc.Close()
+		if err != nil {
+			t.Fatalf("conn %d: the server did not close a half-closed connection: %v (read %q)", i, err, got)
+		}
+		if want := fmt.Sprintf(":%d\r\n", i+1); string(got) != want {
+			t.Fatalf("conn %d: %q, want %q", i, got, want)
+		}
+	}
+	waitLoops(t, s.Server, 0)
+}
