@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -108,7 +109,9 @@ type RESPConfig struct {
 	// Default (0): half of dram.capacity.
 	InlineCapacity ByteSize `yaml:"inline_capacity"`
 	// EventLoop serves connections from epoll event loops rather than a
-	// goroutine each (Linux only; docs/resp.md, "Event loop").
+	// goroutine each (Linux only; docs/resp.md, "Event loop"). Default:
+	// true on Linux, where the loops spend less CPU per small command
+	// (docs/benchmarks.md); false elsewhere.
 	EventLoop bool `yaml:"event_loop"`
 	// EventLoops is the number of event loops. Default (0): GOMAXPROCS/2, at least 1.
 	EventLoops int `yaml:"event_loops"`
@@ -334,7 +337,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		HTTP:      ListenerConfig{Listen: DefaultHTTPListen},
-		RESP:      RESPConfig{Listen: DefaultRESPListen},
+		RESP:      RESPConfig{Listen: DefaultRESPListen, EventLoop: runtime.GOOS == "linux"},
 		Transfer:  ListenerConfig{Listen: DefaultTransferListen},
 		Shm:       ShmConfig{Listen: "auto"},
 		Conductor: DefaultConductorConfig(),

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"runtime"
+
 	"github.com/yuebing/yuebing/bench/resp"
 
 	"github.com/spf13/cobra"
@@ -63,7 +65,7 @@ redis-tools).`,
 	f.IntVar(&o.Pipeline, "pipeline", 0, "-P of the extra run at the smallest size (default 16; 1: none)")
 	f.IntVar(&o.Threads, "threads", 0, "redis-benchmark --threads (default: one thread)")
 	f.BoolVar(&o.Pin, "pin", false, "run redis-benchmark on CPU 0 and the servers on the other CPUs (needs taskset)")
-	f.BoolVar(&o.EventLoop, "event-loop", false, "serve yuebing's connections from its event loops (resp.event_loop)")
+	f.BoolVar(&o.EventLoop, "event-loop", runtime.GOOS == "linux", "serve yuebing's connections from its event loops, as yuebing serve does by default on Linux (resp.event_loop); --event-loop=false: a goroutine each")
 	f.IntVar(&o.RedisIOThreads, "redis-io-threads", 0, "redis-server's --io-threads, pinned or not (default 1)")
 	f.StringVar(&fl.FlowChunk, "flow-chunk", "", "lmcache_flow's chunk size (default 32MiB: 256 tokens of a 32-layer model with 8 KV heads of 128, fp16, as Mistral-7B or Llama-3-8B; 256KiB with --quick)")
 	f.IntVar(&o.FlowClients, "flow-clients", 0, "lmcache_flow's connections (default 32)")
