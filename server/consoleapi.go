@@ -28,6 +28,9 @@ func (a *API) startHistory() {
 		Interval: a.opts.HistoryInterval,
 		Sample:   a.sample,
 	})
+	// The first sample before the API serves: the history's first
+	// interval is measured from it, whenever Run's goroutine starts.
+	a.history.Add(a.sample())
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopBg = cancel
 	a.bg.Go(func() { a.history.Run(ctx) })

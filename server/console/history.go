@@ -67,17 +67,26 @@ func NewHistory(opts HistoryOptions) *History {
 // Interval returns the time between samples.
 func (h *History) Interval() time.Duration { return h.opts.Interval }
 
-// Run samples every Interval until ctx ends, starting at once.
+// Run samples every Interval until ctx ends. It takes the first sample at
+// once unless the history holds one already: a caller that serves Samples
+// before Run's goroutine is scheduled adds the first itself, so the
+// history never starts empty.
 func (h *History) Run(ctx context.Context) {
+	h.mu.Lock()
+	empty := len(h.mu.ring) == 0
+	h.mu.Unlock()
+	if empty {
+		h.Add(h.opts.Sample())
+	}
 	t := time.NewTicker(h.opts.Interval)
 	defer t.Stop()
 	for {
-		h.Add(h.opts.Sample())
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		h.Add(h.opts.Sample())
 	}
 }
 

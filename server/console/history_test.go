@@ -102,3 +102,30 @@ func TestHistoryLatency(t *testing.T) {
 		t.Fatalf("an untimed front end: %+v", r)
 	}
 }
+
+// Run takes a first sample only into an empty history: a node adds its
+// first before it serves, and Run must not add a second at the same time.
+func TestHistoryRunFirstSample(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		added   int
+		wantLen int
+	}{
+		{"empty", 0, 1},
+		{"first added by the caller", 1, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := int64(0)
+			h := NewHistory(HistoryOptions{Interval: time.Hour, Sample: func() Sample { n++; return Sample{Blocks: n} }})
+			for range c.added {
+				h.Add(h.opts.Sample())
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			h.Run(ctx)
+			if got := len(h.Samples()) - 1; got != c.wantLen {
+				t.Fatalf("%d kept samples, want %d", got, c.wantLen)
+			}
+		})
+	}
+}
