@@ -204,22 +204,20 @@ func TestAdmissionChainFromFrameParents(t *testing.T) {
 			}
 			items, tails := chainItems(t, data, 11, 12)
 			var res []client.ItemResult
+			var st *client.Staging
+			if path != "http" {
+				var serr error
+				if st, serr = c.OpenStaging(t.Context(), 1<<20); serr != nil {
+					t.Fatal(serr)
+				}
+				defer st.Close()
+			}
 			switch path {
 			case "http":
 				res, err = c.PutBatch(t.Context(), nsAlpha, items)
 			case "shm":
-				st, serr := c.OpenStaging(t.Context(), 1<<20)
-				if serr != nil {
-					t.Fatal(serr)
-				}
-				defer st.Close()
 				res, err = st.PutBatch(t.Context(), nsAlpha, items)
 			case "shm-region":
-				st, serr := c.OpenStaging(t.Context(), 1<<20)
-				if serr != nil {
-					t.Fatal(serr)
-				}
-				defer st.Close()
 				region, rerr := rdma.NewSharedMemory("admission-test", len(items)*len(data))
 				if rerr != nil {
 					t.Fatal(rerr)
