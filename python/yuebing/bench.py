@@ -12,7 +12,11 @@ run (taking turns with them, best round of each), ctypes.memmove of the same
 bytes between two buffers (rows' ``vs_memcpy``) and a raw Python client that
 moves the same bytes to and from a loopback server process with
 ``socket.recv_into`` / ``sendall`` (one request header, then the bytes; no
-HTTP, no store). Rows carry gbps, baseline, baseline_gbps and ratio; shm rows
+HTTP, no store). At 1 MiB and 4 MiB, rows batch_get_into_x16 and
+batch_put_from_x16 time calls of 16 values of the size each (--batch), as
+the vLLM and LMCache connectors load and save a prefix's blocks; their
+memcpy is 16 memmoves from 16 separate buffers, their raw socket 16
+transfers, and their gbps counts all 16 values. Rows carry gbps, baseline, baseline_gbps and ratio; shm rows
 also ``vs_socket_path``, their figure over the socket path's. A table, or
 with --json one JSON object {"results": [...]} on stdout; progress on stderr.
 
@@ -39,6 +43,13 @@ _REQ = struct.Struct("<cQ")  # op (G or P), length
 # Values per batch_get_into call: its rows move the same bytes as a
 # get_into of the size, in BATCH values.
 BATCH = 4
+# Values per call of the connector-shaped batch rows (batch_get_into_xN,
+# batch_put_from_xN): vLLM's and LMCache's Mooncake connectors load or save
+# all the blocks of a request's prefix in one call, tens of blocks of a
+# few MiB each; 16 is a 4k-token prefix at 256 tokens a block.
+BATCH_N = 16
+# Value sizes the connector-shaped rows run at (when in --sizes).
+BATCH_SIZES = (1 << 20, 4 << 20)
 
 
 def _raw_server(ln: socket.socket, biggest: int) -> None:
@@ -115,8 +126,12 @@ def _race(contenders: dict, iters: int, rounds: int, between=None) -> dict:
 
 
 def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.stderr,
-        fresh_arena: bool = False) -> list[dict]:
+        fresh_arena: bool = False, batch_n: int = BATCH_N, batch_sizes=BATCH_SIZES) -> list[dict]:
     biggest = max(sizes)
+    nbatch = [x for x in sizes if x in batch_sizes] if batch_n > 0 else []
+    # Bytes of each path's source and destination of a connector-shaped
+    # batch: batch_n values of the largest such size, side by side.
+    span = batch_n * max(nbatch) if nbatch else 0
     ln = socket.create_server(("127.0.0.1", 0))
     srv = multiprocessing.get_context("fork").Process(target=_raw_server, args=(ln, biggest), daemon=True)
     srv.start()
@@ -141,6 +156,21 @@ def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.s
         s.register_buffer(pd, biggest)
     # path -> (store, source, destination)
     paths = {path: (s, ps, pd) for path, s in stores.items()}
+    # path -> (source, destination) of span bytes each, for the
+    # connector-shaped batches; the memcpy baseline's batch_n sources are
+    # separate buffers (a connector's blocks are not one hot range).
+    spans, nsrcs = {}, []
+    if span:
+        bsrc, bdst = (ctypes.c_ubyte * span)(), (ctypes.c_ubyte * span)()
+        bps, bpd = ctypes.addressof(bsrc), ctypes.addressof(bdst)
+        ctypes.memmove(bps, bytes(range(251)) * (span // 251) + bytes(span % 251), span)
+        for s in stores.values():
+            s.register_buffer(bps, span)
+            s.register_buffer(bpd, span)
+        spans = {path: (bps, bpd) for path in stores}
+        nsrcs = [(ctypes.c_ubyte * max(nbatch))() for _ in range(batch_n)]
+        for b in nsrcs:
+            ctypes.memmove(ctypes.addressof(b), bps, len(b))
     allocator = MooncakeHostMemAllocator()
     held = []
     if "shm" in stores:
@@ -151,6 +181,14 @@ def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.s
             stores["shm"].register_buffer(rs, biggest)
             stores["shm"].register_buffer(rd, biggest)
             paths["registered"] = (stores["shm"], rs, rd)
+        if span:
+            brs, brd = allocator.alloc(span), allocator.alloc(span)
+            held += [x for x in (brs, brd) if x]
+            if brs and brd:
+                ctypes.memmove(brs, spans["shm"][0], span)
+                stores["shm"].register_buffer(brs, span)
+                stores["shm"].register_buffer(brd, span)
+                spans["registered"] = (brs, brd)
     rows = []
     try:
         for size in sizes:
@@ -211,15 +249,23 @@ def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.s
             # being measured: docs/benchmarks.md#python-client.
             recycle = None if fresh_arena else (lambda: [s.remove_by_regex("^put-") for s in stores.values()])
             results["put_from"] = _race(puts, iters, rounds, recycle)
+            if size in nbatch:
+                results.update(_batches(paths, spans, nsrcs, raw, mdst, msrc, size, batch_n, budget, rounds,
+                                        recycle, seq, progress))
             for s in stores.values():
                 s.remove_all()  # keeps the node's memory for the next size
             for op, t in results.items():
                 for path in paths:
-                    gbps = size / t[path] / 1e9
+                    if path not in t:
+                        continue
+                    # A connector-shaped batch moves batch_n values a call.
+                    per = size * (batch_n if op.endswith(f"_x{batch_n}") else 1)
+                    gbps = per / t[path] / 1e9
                     row = {"name": f"{op}/{_fmt_size(size)}/{path}", "op": op, "size": size, "path": path,
-                           "calls": iters * rounds, "us_per_call": round(t[path] * 1e6, 1), "gbps": round(gbps, 3),
-                           "baseline": "raw socket " + ("sendall" if op == "put_from" else "recv_into"),
-                           "baseline_gbps": round(size / t["raw"] / 1e9, 3), "ratio": round(t["raw"] / t[path], 3)}
+                           "calls": t.get("calls", iters) * rounds, "us_per_call": round(t[path] * 1e6, 1),
+                           "gbps": round(gbps, 3),
+                           "baseline": "raw socket " + ("sendall" if op.startswith(("put", "batch_put")) else "recv_into"),
+                           "baseline_gbps": round(per / t["raw"] / 1e9, 3), "ratio": round(t["raw"] / t[path], 3)}
                     row["vs_memcpy"] = round(t["memcpy"] / t[path], 3)
                     if path != "socket" and "socket" in stores:
                         row["vs_socket_path"] = round(t["socket"] / t[path], 3)
@@ -234,6 +280,69 @@ def run(url: str, sizes: list[int], budget: int, rounds: int = 5, progress=sys.s
         srv.join()
         ln.close()
     return rows
+
+
+def _batches(paths, spans, nsrcs, raw, mdst, msrc, size, n, budget, rounds, recycle, seq, progress) -> dict:
+    """The connector-shaped rows at one value size: batch_get_into and
+    batch_put_from of n values of size bytes each, at consecutive ranges of
+    a path's span (batch_get_into_xN, batch_put_from_xN). Their memcpy
+    baseline is what the caller would pay to move the same values itself:
+    n memmoves of size bytes, each from a buffer of its own (not one large
+    copy of one hot range), into the same destination ranges as the
+    registered path's; the raw socket moves the n values one by one."""
+    iters = max(4, min(500, budget // (n * size)))
+    print(f"bench: {_fmt_size(size)} x{n}: {rounds} rounds of {iters} batch calls per contender", file=progress)
+    dsts = [spans.get("registered", spans["shm"] if "shm" in spans else next(iter(spans.values())))[1] + i * size
+            for i in range(n)]
+    srcs = [ctypes.addressof(b) for b in nsrcs]
+
+    def copies():
+        for sp, dp in zip(srcs, dsts):
+            ctypes.memmove(dp, sp, size)
+
+    def raw_gets():
+        for _ in range(n):
+            raw.get(mdst)
+
+    def raw_puts():
+        for _ in range(n):
+            raw.put(msrc)
+
+    gets = {"raw": raw_gets, "memcpy": copies}
+    puts = {"raw": raw_puts, "memcpy": copies}
+    sizes = [size] * n
+    for path, (s, _, _) in paths.items():
+        if path not in spans:
+            continue
+        src_p, dst_p = spans[path]
+        keys = [f"batchn-{path}-{size}-{i}" for i in range(n)]
+        if s.batch_put_from(keys, [src_p + i * size for i in range(n)], sizes) != [0] * n:
+            raise SystemExit("bench: batch_put_from failed")
+        dptrs = [dst_p + i * size for i in range(n)]
+        sptrs = [src_p + i * size for i in range(n)]
+
+        def get(s=s, keys=keys, dptrs=dptrs):
+            got = s.batch_get_into(keys, dptrs, sizes)
+            if got != sizes:
+                raise SystemExit(f"bench: batch_get_into returned {got}")
+
+        def put(s=s, path=path, sptrs=sptrs):
+            # New keys each call (a put of a stored key is not rewritten),
+            # named put-... so that recycle removes them between rounds.
+            ks = [f"put-{path}-{size}-{next(seq)}" for _ in range(n)]
+            rc = s.batch_put_from(ks, sptrs, sizes)
+            if rc != [0] * n:
+                raise SystemExit(f"bench: batch_put_from returned {rc}")
+
+        gets[path], puts[path] = get, put
+    out = {f"batch_get_into_x{n}": _race(gets, iters, rounds)}
+    for path, (_, dst_p) in spans.items():
+        if ctypes.string_at(dst_p, n * size) != ctypes.string_at(spans[path][0], n * size):
+            raise SystemExit(f"bench: batch_get_into x{n} read back other bytes ({path})")
+    out[f"batch_put_from_x{n}"] = _race(puts, iters, rounds, recycle)
+    for t in out.values():
+        t["calls"] = iters
+    return out
 
 
 def _table(rows: list[dict]) -> str:
@@ -262,6 +371,8 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", default=5, type=int, help="rounds; each contender's best counts")
     p.add_argument("--quick", action="store_true", help="a sixteenth of --bytes, 2 rounds")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--batch", default=BATCH_N, type=int,
+                   help=f"values per call of the batch_*_xN rows, run at 1MiB and 4MiB when in --sizes; 0 leaves them out (default {BATCH_N})")
     p.add_argument("--fresh-arena", action="store_true",
                    help="keep every put's key, so each put lands in node memory not written since start-up")
     a = p.parse_args(argv)
@@ -271,8 +382,10 @@ def main(argv=None) -> int:
         p.error(f"--sizes: {a.sizes!r} is not a list of sizes like 64KiB,1MiB")
     if a.rounds < 1:
         p.error("--rounds must be at least 1")
+    if a.batch < 0:
+        p.error("--batch must not be negative")
     budget, rounds = (a.bytes // 16, 2) if a.quick else (a.bytes, a.rounds)
-    rows = run(a.url, sizes, budget, rounds, fresh_arena=a.fresh_arena)
+    rows = run(a.url, sizes, budget, rounds, fresh_arena=a.fresh_arena, batch_n=a.batch)
     if a.json:
         print(json.dumps({"results": rows}))
     else:
