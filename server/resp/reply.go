@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"net"
 	"strconv"
 	"time"
 )
@@ -129,9 +128,8 @@ func (c *conn) writeView(b []byte) error {
 		return nil
 	}
 	c.writeHeader('$', len(b))
-	bufs := net.Buffers{c.out, b, crlf}
 	c.writeDeadline()
-	n, err := bufs.WriteTo(c.nc)
+	n, err := c.writeSock([][]byte{c.out, b, crlf})
 	c.s.stats.netOut.Add(n)
 	c.out = c.out[:0]
 	return err

@@ -525,6 +525,8 @@ type conn struct {
 	// the connection left it, for the goroutine to read first.
 	lp  *loopState
 	pre []byte
+	// rs is the socket for raw reads and writes (rawio_linux.go).
+	rs rawSock
 
 	mu struct {
 		sync.Mutex
@@ -608,7 +610,7 @@ func (r connReader) Read(p []byte) (int, error) {
 			c.nc.SetReadDeadline(now.Add(c.s.opts.StallTimeout))
 		}
 	}
-	n, err := c.nc.Read(p)
+	n, err := c.readSock(p)
 	c.s.stats.netIn.Add(int64(n))
 	return n, err
 }

@@ -1,0 +1,188 @@
+package resp
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A connection served by its own goroutine reads and writes its socket with
+// raw system calls through the runtime's poller (syscall.RawConn): the
+// socket is non-blocking, so read and writev never wait, they only copy
+// what the socket holds or has room for. Through net.Conn the runtime marks
+// each call as one that may block, and a call that copies megabytes (a SET
+// of a 4 MiB value read straight into its block, a GET's writev of it)
+// outlasts the scheduler's 20 µs check: the runtime then hands the
+// goroutine's processor to another thread and takes it back afterwards,
+// a few futex wake-ups and context switches per call, which at 1 and 4 MiB
+// were a sixth of the server's CPU (docs/benchmarks.md).
+//
+// While a long value streams in, the socket's SO_RCVLOWAT is raised to the
+// bytes still to come (at most rcvLowatMax), so the poller wakes the
+// goroutine once that much is queued instead of at every segment's
+// arrival: a 4 MiB SET took 28 reads, 10 of them finding nothing, and now
+// takes a few.
+
+const (
+	// rcvLowatMin is the shortest read that raises SO_RCVLOWAT: only a
+	// value streamed into the store asks for more than the 64 KiB the
+	// bufio buffer reads at a time.
+	rcvLowatMin = 128 << 10
+	// rcvLowatMax bounds SO_RCVLOWAT. The kernel grows the receive buffer
+	// to about twice it, so this bounds what one connection's socket may
+	// hold for a value in flight.
+	rcvLowatMax = 4 << 20
+)
+
+// rawSock is a connection's socket as raw system calls see it.
+type rawSock struct {
+	rc    syscall.RawConn
+	of    net.Conn // the net.Conn rc belongs to: nc changes when an event loop hands the connection over
+	lowat int      // SO_RCVLOWAT as last set; 0 for the kernel's default of 1
+}
+
+// raw returns the connection's RawConn, or nil where it has none (a
+// net.Pipe in tests): the caller then uses nc.
+func (c *conn) raw() syscall.RawConn {
+	if c.rs.of == c.nc {
+		return c.rs.rc
+	}
+	c.rs = rawSock{of: c.nc}
+	if sc, ok := c.nc.(interface {
+		SyscallConn() (syscall.RawConn, error)
+	}); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			c.rs.rc = rc
+		}
+	}
+	return c.rs.rc
+}
+
+// readSock reads from the socket into p, as net.Conn's Read does.
+func (c *conn) readSock(p []byte) (int, error) {
+	rc := c.raw()
+	if rc == nil || len(p) == 0 {
+		return c.nc.Read(p)
+	}
+	want := 0
+	if len(p) >= rcvLowatMin {
+		want = min(len(p), rcvLowatMax)
+	}
+	if want == 0 && c.rs.lowat != 0 {
+		// The value is in: the next command may be a few bytes.
+		c.setLowat(rc, 0)
+	}
+	var n int
+	var errno syscall.Errno
+	err := rc.Read(func(fd uintptr) bool {
+		for {
+			r, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			switch e {
+			case unix.EINTR:
+				continue
+			case unix.EAGAIN:
+				if want != 0 && c.rs.lowat != want {
+					// Raised only now, with the socket drained, so that
+					// what is already queued is read at once; the kernel
+					// wakes the poller if as much arrived meanwhile.
+					c.setLowatFD(fd, want)
+				}
+				return false
+			}
+			n, errno = int(r), e
+			return true
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	if errno != 0 {
+		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError("read", errno)}
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *conn) setLowat(rc syscall.RawConn, v int) {
+	rc.Control(func(fd uintptr) { c.setLowatFD(fd, v) })
+}
+
+// setLowatFD sets SO_RCVLOWAT to v (0 for the default). A refusal leaves it
+// as it was: the reads still work, only with more wake-ups.
+func (c *conn) setLowatFD(fd uintptr, v int) {
+	if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, max(v, 1)); err == nil {
+		c.rs.lowat = v
+	}
+}
+
+// writeSock writes bufs to the socket, all of them unless it fails, as
+// net.Buffers' WriteTo does, and returns the bytes written.
+func (c *conn) writeSock(bufs [][]byte) (int64, error) {
+	rc := c.raw()
+	if rc == nil {
+		nb := net.Buffers(bufs)
+		return nb.WriteTo(c.nc)
+	}
+	var iov [4]unix.Iovec
+	var total int64
+	for len(bufs) > 0 {
+		iv := iov[:0]
+		for _, b := range bufs {
+			if len(b) == 0 {
+				continue
+			}
+			if len(iv) == len(iov) {
+				break
+			}
+			v := unix.Iovec{Base: &b[0]}
+			v.SetLen(len(b))
+			iv = append(iv, v)
+		}
+		if len(iv) == 0 {
+			break
+		}
+		var n int
+		var errno syscall.Errno
+		err := rc.Write(func(fd uintptr) bool {
+			for {
+				r, _, e := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iv[0])), uintptr(len(iv)))
+				switch e {
+				case unix.EINTR:
+					continue
+				case unix.EAGAIN:
+					return false
+				}
+				n, errno = int(r), e
+				return true
+			}
+		})
+		if err != nil {
+			return total, err
+		}
+		if errno != 0 {
+			return total, &net.OpError{Op: "writev", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError("writev", errno)}
+		}
+		if n == 0 {
+			return total, io.ErrShortWrite
+		}
+		total += int64(n)
+		for n > 0 {
+			k := min(n, len(bufs[0]))
+			bufs[0] = bufs[0][k:]
+			n -= k
+			if len(bufs[0]) == 0 {
+				bufs = bufs[1:]
+			}
+		}
+		for len(bufs) > 0 && len(bufs[0]) == 0 {
+			bufs = bufs[1:]
+		}
+	}
+	return total, nil
+}
