@@ -218,7 +218,7 @@ func registeredSession(t *testing.T, n *testNode, size int) ([]byte, func(req st
 // two puts of one key in a batch the first creates it.
 func TestShmRegisteredBatchInOrder(t *testing.T) {
 	n := startNode(t, nodeOpts{auth: true, staging: true})
-	const size, part, count = 8 << 20, 256 << 10, 12
+	const size, part, count = 32 << 20, 1 << 20, 12
 	mem, call := registeredSession(t, n, size)
 	var items []string
 	for i := range count {
@@ -243,30 +243,30 @@ func TestShmRegisteredBatchInOrder(t *testing.T) {
 		}
 	}
 	// The same key twice: stored once, by the first item, from its bytes.
-	copy(mem[6<<20:], payload(0xd1, part))
-	copy(mem[7<<20:], payload(0xd2, part))
+	copy(mem[28<<20:], payload(0xd1, part))
+	copy(mem[29<<20:], payload(0xd2, part))
 	decode(call(fmt.Sprintf(`{"op":"put","namespace":"alpha/llama","items":[{"name":"dup","region":1,"offset":%d,"length":%d},{"name":"dup","region":1,"offset":%d,"length":%d},{"name":"w","region":1,"offset":%d,"length":%d}]}`,
-		6<<20, part, 7<<20, part, 7<<20, 2*part)))
+		28<<20, part, 29<<20, part, 29<<20, 2*part)))
 	if len(res.Results) != 3 || res.Results[0].Status != "created" || res.Results[1].Status != "exists" || res.Results[2].Status != "created" {
 		t.Fatalf("a batch putting one key twice: %+v", res.Results)
 	}
 	// Read them back, reversed, to the region's second half, with a
 	// missing key and a range past the region's end among them.
-	clear(mem[4<<20:])
+	clear(mem[14<<20:])
 	items = items[:0]
 	for i := range count {
-		items = append(items, fmt.Sprintf(`{"name":"v%d","region":1,"offset":%d,"length":%d}`, count-1-i, 4<<20+i*part, part))
+		items = append(items, fmt.Sprintf(`{"name":"v%d","region":1,"offset":%d,"length":%d}`, count-1-i, 14<<20+i*part, part))
 	}
 	items = append(items, fmt.Sprintf(`{"name":"nope","region":1,"offset":0,"length":%d}`, part),
 		fmt.Sprintf(`{"name":"v0","region":1,"offset":%d,"length":%d}`, size-part/2, part),
-		fmt.Sprintf(`{"name":"dup","region":1,"offset":%d,"length":%d}`, 7<<20, part))
+		fmt.Sprintf(`{"name":"dup","region":1,"offset":%d,"length":%d}`, 29<<20, part))
 	decode(call(`{"op":"get","namespace":"alpha/llama","items":[` + strings.Join(items, ",") + `]}`))
 	if len(res.Results) != count+3 {
 		t.Fatalf("%d results for %d items", len(res.Results), count+3)
 	}
 	for i := range count {
 		r := res.Results[i]
-		if r.Status != "ok" || r.Size != part || !bytes.Equal(mem[4<<20+i*part:4<<20+(i+1)*part], payload(uint64(count-i), part)) {
+		if r.Status != "ok" || r.Size != part || !bytes.Equal(mem[14<<20+i*part:14<<20+(i+1)*part], payload(uint64(count-i), part)) {
 			t.Errorf("get %d: %+v, or other bytes", i, r.Status)
 		}
 	}
@@ -276,7 +276,7 @@ func TestShmRegisteredBatchInOrder(t *testing.T) {
 	if r := res.Results[count+1]; r.Status != "error" || r.Error == nil || !strings.Contains(r.Error.Message, "outside") {
 		t.Errorf("a range past the region's end: %+v", r)
 	}
-	if r := res.Results[count+2]; r.Status != "ok" || !bytes.Equal(mem[7<<20:7<<20+part], payload(0xd1, part)) {
+	if r := res.Results[count+2]; r.Status != "ok" || !bytes.Equal(mem[29<<20:29<<20+part], payload(0xd1, part)) {
 		t.Errorf("the key put twice reads %+v, not the first put's bytes", r)
 	}
 }
