@@ -6,9 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/yuebing/yuebing/block"
@@ -28,9 +28,11 @@ import (
 // block in a prefaulted arena, so each put writes memory not touched since
 // start-up; "cold" does the same without the prefault, so each put also
 // takes the page faults of a first write (a new node's first fill).
+// "reuse-nethttp" is "reuse" served by net/http alone, without the put
+// connections the node serves puts on (putconn.go).
 func BenchmarkPutSocket(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20, 4 << 20} {
-		for _, mode := range []string{"reuse", "fresh", "cold"} {
+		for _, mode := range []string{"reuse", "reuse-nethttp", "fresh", "cold"} {
 			b.Run(fmt.Sprintf("size=%dKiB/yuebing-%s", size>>10, mode), func(b *testing.B) { benchPutSocket(b, size, mode) })
 		}
 		b.Run(fmt.Sprintf("size=%dKiB/raw", size>>10), func(b *testing.B) { benchRawSink(b, size) })
@@ -41,7 +43,8 @@ func benchPutSocket(b *testing.B, size int, mode string) {
 	// Room for the run's blocks when they are kept: 100 calls of 4 MiB
 	// (-benchtime 100x); a longer run evicts to the SSD tier.
 	capacity := int64(64 << 20)
-	if mode != "reuse" {
+	reuse := strings.HasPrefix(mode, "reuse")
+	if !reuse {
 		capacity = 512 << 20
 	}
 	d, err := dram.New(dram.Options{Capacity: capacity, Prefault: mode == "fresh"})
@@ -60,13 +63,22 @@ func benchPutSocket(b *testing.B, size int, mode string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(api.Handler())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: api.Handler()}
+	serve := srv.Serve
+	if mode != "reuse-nethttp" {
+		serve = newPutConns(srv).serve
+	}
+	go serve(ln)
 	b.Cleanup(func() {
 		srv.Close()
 		api.Close()
 		store.Close()
 	})
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	conn, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -93,7 +105,7 @@ func benchPutSocket(b *testing.B, size int, mode string) {
 		if resp.StatusCode != http.StatusCreated {
 			b.Fatalf("status %d", resp.StatusCode)
 		}
-		if mode == "reuse" {
+		if reuse {
 			if err := store.Delete(block.OpaqueKey(nsAlpha, []byte(name))); err != nil {
 				b.Fatal(err)
 			}

@@ -363,9 +363,12 @@ func (n *Node) listen(tokens *auth.Tokens) error {
 	if err != nil {
 		return fmt.Errorf("server: http.listen: %w", err)
 	}
+	// Block and object puts skip net/http's per-request goroutines
+	// (putconn.go).
+	puts := newPutConns(srv)
 	n.services = append(n.services, &service{
 		name: "http", ln: limitListener(ln, n.cfg.Limits.MaxConnections),
-		serve: srv.Serve, shutdown: srv.Shutdown, close: srv.Close,
+		serve: puts.serve, shutdown: puts.shutdown, close: puts.close,
 	})
 	if n.cfg.RESP.Listen != "" {
 		ropts := resp.Options{
