@@ -20,7 +20,10 @@ server process with socket.recv_into / sendall, the three taking turns.
 
 Rows: get_into/SIZE/PATH and put_from/SIZE/PATH with us_per_call, gbps,
 baseline, baseline_gbps and ratio; shm rows also vs_socket_path (the socket
-path's time over shared memory's). Needs python3 (Debian's /usr/bin/python3).`,
+path's time over shared memory's). At 1MiB and 4MiB, batch_get_into_x16 and
+batch_put_from_x16 rows time calls of 16 values each, as a connector loads a
+prefix, against 16 memmoves from separate buffers (vs_memcpy). Needs python3
+(Debian's /usr/bin/python3).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o, err := pf.Parse()
