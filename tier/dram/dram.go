@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -204,7 +203,7 @@ func New(opts Options) (*DRAM, error) {
 		return nil, err
 	}
 	flags := unix.MAP_PRIVATE | unix.MAP_ANONYMOUS | unix.MAP_NORESERVE
-	if opts.Prefault && opts.NoHugePages {
+	if opts.Prefault {
 		flags |= unix.MAP_POPULATE
 	}
 	arena, err := unix.Mmap(-1, 0, int(opts.Capacity), unix.PROT_READ|unix.PROT_WRITE, flags)
@@ -214,13 +213,6 @@ func New(opts Options) (*DRAM, error) {
 	if !opts.NoHugePages {
 		// Best effort: THP may be disabled system-wide.
 		_ = unix.Madvise(arena, unix.MADV_HUGEPAGE)
-		if opts.Prefault {
-			// Populated only now: MAP_POPULATE would fault the arena in
-			// 4 KiB pages before the advice, and every socket read into a
-			// block and write from it would then walk 512 times the
-			// page-table entries (docs/benchmarks.md).
-			prefault(arena)
-		}
 	}
 	d := &DRAM{opts: opts, arena: arena}
 	d.mu.alloc = newAllocator(opts.Capacity >> granuleShift)
@@ -234,18 +226,6 @@ func New(opts Options) (*DRAM, error) {
 		close(d.prefaulted)
 	}
 	return d, nil
-}
-
-// prefault populates the whole arena: with MADV_POPULATE_WRITE (Linux 5.14
-// on), else by writing a zero to each page, which leaves its contents as
-// they were.
-func prefault(arena []byte) {
-	if unix.Madvise(arena, unix.MADV_POPULATE_WRITE) == nil {
-		return
-	}
-	for off := 0; off < len(arena); off += os.Getpagesize() {
-		arena[off] = 0
-	}
 }
 
 // populate asks the kernel to back the arena with pages, a chunk at a time,

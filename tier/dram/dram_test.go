@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -367,72 +366,4 @@ func TestReplaceWhileEvicting(t *testing.T) {
 		t.Fatalf("after the hand-off, Get = %v", err)
 	}
 	h.Release()
-}
-
-// TestPrefaultHugePages: a prefaulted arena is populated after it is
-// advised for huge pages, so where the kernel gives them (transparent huge
-// pages "always" or "madvise") the arena is resident in huge pages, not in
-// the 4 KiB pages MAP_POPULATE would fault in before the advice.
-func TestPrefaultHugePages(t *testing.T) {
-	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	if err != nil || !bytes.Contains(mode, []byte("[always]")) && !bytes.Contains(mode, []byte("[madvise]")) {
-		t.Skipf("transparent huge pages are off here (%q, %v)", mode, err)
-	}
-	const capacity = 64 << 20
-	d, err := New(Options{Capacity: capacity, Prefault: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	pages := (len(d.arena) + os.Getpagesize() - 1) / os.Getpagesize()
-	if n := residentPages(t, d); n != pages {
-		t.Fatalf("%d of %d arena pages are not resident after the prefault", pages-n, pages)
-	}
-	huge := anonHugeBytes(t, d.arena)
-	// The kernel may fall back to small pages where it finds no free 2 MiB
-	// frame; most of an arena on an idle machine should be huge.
-	if huge < capacity/2 {
-		t.Fatalf("%d of the prefaulted arena's %d bytes are in huge pages", huge, capacity)
-	}
-	d2, err := New(Options{Capacity: capacity, Prefault: true, NoHugePages: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d2.Close()
-	if n := residentPages(t, d2); n != pages {
-		t.Fatalf("NoHugePages: %d of %d arena pages are not resident after the prefault", pages-n, pages)
-	}
-}
-
-// anonHugeBytes returns the AnonHugePages of the mapping that holds
-// arena's first byte, from /proc/self/smaps.
-func anonHugeBytes(t *testing.T, arena []byte) int64 {
-	t.Helper()
-	smaps, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		t.Skipf("no smaps: %v", err)
-	}
-	addr := uint64(uintptr(unsafe.Pointer(&arena[0])))
-	in := false
-	for _, line := range strings.Split(string(smaps), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		if lo, hi, ok := strings.Cut(f[0], "-"); ok && !strings.HasSuffix(f[0], ":") {
-			l, err1 := strconv.ParseUint(lo, 16, 64)
-			h, err2 := strconv.ParseUint(hi, 16, 64)
-			in = err1 == nil && err2 == nil && l <= addr && addr < h
-			continue
-		}
-		if in && f[0] == "AnonHugePages:" && len(f) >= 2 {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no mapping holds %#x in smaps", addr)
-	return 0
 }
