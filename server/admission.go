@@ -27,9 +27,9 @@ type AdmissionConfig struct {
 // size, naming the setting.
 func (a AdmissionConfig) validate(bad func(field, format string, args ...any)) {
 	switch a.Admission {
-	case "", policy.AdmitAll, policy.AdmitChain, policy.AdmitLearned:
+	case "", policy.AdmitAll, policy.AdmitChain, policy.AdmitLearned, policy.AdmitReturns:
 	default:
-		bad("ssd.admission", "%q: want %s, %s or %s", a.Admission, policy.AdmitAll, policy.AdmitChain, policy.AdmitLearned)
+		bad("ssd.admission", "%q: want %s, %s, %s or %s", a.Admission, policy.AdmitAll, policy.AdmitChain, policy.AdmitLearned, policy.AdmitReturns)
 	}
 	if a.AdmissionGhost < 0 {
 		bad("ssd.admission_ghost", "%d must not be negative", a.AdmissionGhost)

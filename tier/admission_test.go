@@ -60,6 +60,7 @@ func TestChainAdmission(t *testing.T) {
 	f(policy.AdmitAll, true)
 	f(policy.AdmitChain, false)
 	f(policy.AdmitLearned, false) // no class history yet: as chain
+	f(policy.AdmitReturns, false) // no class history yet: as chain
 }
 
 func TestAdmissionOption(t *testing.T) {

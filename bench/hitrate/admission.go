@@ -18,10 +18,11 @@ const (
 	// was evicted unadmitted before and came back (a ghost list of recent
 	// unadmitted evictions four times as long as the SSD holds blocks).
 	AdmitSeenTwice = "seen-twice"
-	// AdmitChain and AdmitLearned are the hierarchy's own chain-aware
+	// AdmitChain, AdmitLearned and AdmitReturns are the hierarchy's own chain-aware
 	// policies (tier/policy.Admission), run here by the same code.
 	AdmitChain   = policy.AdmitChain
 	AdmitLearned = policy.AdmitLearned
+	AdmitReturns = policy.AdmitReturns
 	// AdmitOracle is a bound, not a policy: it reads the trace ahead and
 	// writes a block only if some later request uses it again and its chain
 	// parent is held (a prefix hit could reach it). It shows how few writes
@@ -30,7 +31,7 @@ const (
 )
 
 // Admissions lists the admission policies, today's first and the bound last.
-var Admissions = []string{AdmitAll, AdmitReuse, AdmitSeenTwice, AdmitChain, AdmitLearned, AdmitOracle}
+var Admissions = []string{AdmitAll, AdmitReuse, AdmitSeenTwice, AdmitChain, AdmitLearned, AdmitReturns, AdmitOracle}
 
 // BlockBytes is the KV size of one 512-token trace block of LLaMA3-70B in
 // bf16 (80 layers x K and V x 8 KV heads x 128 dims x 2 bytes = 320 KiB per
@@ -80,7 +81,7 @@ func NewTwoTierCache(admission string, dramBlocks, ssdBlocks int64) (*TwoTierCac
 	var chain *policy.Admission[int32]
 	switch admission {
 	case AdmitAll, AdmitReuse, AdmitSeenTwice, AdmitOracle:
-	case AdmitChain, AdmitLearned:
+	case AdmitChain, AdmitLearned, AdmitReturns:
 		chain, _ = policy.NewAdmission[int32](admission, int(ssdBlocks)*ghostMul)
 	default:
 		return nil, fmt.Errorf("%w: unknown SSD admission %q: want one of %v", bench.ErrOptions, admission, Admissions)

@@ -76,6 +76,7 @@ func TestTwoTierChainAdmission(t *testing.T) {
 	// chain: 1, 2, 4, then 5; the tails 3 and 6 are not written.
 	f(AdmitChain, 4, 2, 2)
 	f(AdmitLearned, 4, 2, 2) // no branch class has a history yet
+	f(AdmitReturns, 4, 2, 2) // as learned
 }
 
 // The oracle reads the trace ahead: of the chains 1-2-3 and 4-5-6 through
