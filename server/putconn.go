@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/yuebing/yuebing/internal/rawsock"
 )
 
 // Block and object puts over HTTP/1.1 are served on a connection the node
@@ -159,7 +161,7 @@ func (p *putConns) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The bytes net/http read past the head are the body's first.
 	pre, _ := brw.Reader.Peek(brw.Reader.Buffered())
-	cr := &putConnReader{conn: conn, pre: bytes.Clone(pre), remain: math.MaxInt64}
+	cr := &putConnReader{conn: conn, raw: rawsock.NewReader(conn), pre: bytes.Clone(pre), remain: math.MaxInt64}
 	pc := &putConn{p: p, conn: conn, cr: cr, br: bufio.NewReaderSize(cr, 4<<10), base: r.Context()}
 	if !p.add(conn) {
 		conn.Close()
@@ -328,6 +330,9 @@ func (pc *putConn) serve(req *http.Request) bool {
 // handBack gives the connection, with what was read of it, to net/http.
 func (pc *putConn) handBack() {
 	pc.p.setBusy(pc.conn, false)
+	if pc.cr.raw != nil {
+		pc.cr.raw.Reset() // net/http reads heads of a few bytes
+	}
 	b, _ := pc.br.Peek(pc.br.Buffered())
 	pre := append(bytes.Clone(b), pc.cr.pre...)
 	pc.conn.SetReadDeadline(time.Time{})
@@ -361,7 +366,11 @@ func (pc *putConn) fail(status int, msg string) {
 // putConnReader reads the connection after the bytes read ahead of it,
 // and ends (EOF) once remain bytes have been read, which bounds a head.
 type putConnReader struct {
-	conn   net.Conn
+	conn net.Conn
+	// raw reads the socket past the runtime's blocking-call hand-offs and
+	// raises its low-water mark while a body streams in; nil where the
+	// connection has no raw socket.
+	raw    *rawsock.Reader
 	pre    []byte
 	remain int64
 }
@@ -378,6 +387,8 @@ func (r *putConnReader) Read(p []byte) (int, error) {
 	if len(r.pre) > 0 {
 		n = copy(p, r.pre)
 		r.pre = r.pre[n:]
+	} else if r.raw != nil {
+		n, err = r.raw.Read(p)
 	} else {
 		n, err = r.conn.Read(p)
 	}

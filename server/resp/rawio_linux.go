@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/yuebing/yuebing/internal/rawsock"
 )
 
 // A connection served by its own goroutine reads and writes its socket with
@@ -22,28 +24,17 @@ import (
 // with the low-water mark below, a 1 MiB SET cost 185 µs of the server's
 // CPU instead of 326 and a GET 325 instead of 406 (docs/benchmarks.md).
 //
-// While a long value streams in, the socket's SO_RCVLOWAT is raised to the
-// bytes still to come (at most rcvLowatMax), so the poller wakes the
-// goroutine once that much is queued instead of at every segment's
-// arrival: a 4 MiB SET took 18.5 reads, 5.4 of them finding nothing, and
-// now takes 8, 1.9 of them empty.
-
-const (
-	// rcvLowatMin is the shortest read that raises SO_RCVLOWAT: only a
-	// value streamed into the store asks for more than the 64 KiB the
-	// bufio buffer reads at a time.
-	rcvLowatMin = 128 << 10
-	// rcvLowatMax bounds SO_RCVLOWAT. The kernel grows the receive buffer
-	// to about twice it, so this bounds what one connection's socket may
-	// hold for a value in flight.
-	rcvLowatMax = 4 << 20
-)
+// While a long value streams in, internal/rawsock raises the socket's
+// SO_RCVLOWAT to the bytes still to come, so the poller wakes the goroutine
+// once that much is queued instead of at every segment's arrival: a 4 MiB
+// SET took 18.5 reads, 5.4 of them finding nothing, and now takes 8, 1.9
+// of them empty.
 
 // rawSock is a connection's socket as raw system calls see it.
 type rawSock struct {
-	rc    syscall.RawConn
-	of    net.Conn // the net.Conn rc belongs to: nc changes when an event loop hands the connection over
-	lowat int      // SO_RCVLOWAT as last set; 0 for the kernel's default of 1
+	rc syscall.RawConn
+	r  *rawsock.Reader
+	of net.Conn // the net.Conn rc belongs to: nc changes when an event loop hands the connection over
 }
 
 // raw returns the connection's RawConn, or nil where it has none (a
@@ -58,6 +49,7 @@ func (c *conn) raw() syscall.RawConn {
 	}); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			c.rs.rc = rc
+			c.rs.r = rawsock.NewReader(c.nc)
 		}
 	}
 	return c.rs.rc
@@ -65,61 +57,10 @@ func (c *conn) raw() syscall.RawConn {
 
 // readSock reads from the socket into p, as net.Conn's Read does.
 func (c *conn) readSock(p []byte) (int, error) {
-	rc := c.raw()
-	if rc == nil || len(p) == 0 {
+	if c.raw() == nil || c.rs.r == nil {
 		return c.nc.Read(p)
 	}
-	want := 0
-	if len(p) >= rcvLowatMin {
-		want = min(len(p), rcvLowatMax)
-	}
-	if want == 0 && c.rs.lowat != 0 {
-		// The value is in: the next command may be a few bytes.
-		c.setLowat(rc, 0)
-	}
-	var n int
-	var errno syscall.Errno
-	err := rc.Read(func(fd uintptr) bool {
-		for {
-			r, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			switch e {
-			case unix.EINTR:
-				continue
-			case unix.EAGAIN:
-				if want != 0 && c.rs.lowat != want {
-					// Raised only now, with the socket drained, so that
-					// what is already queued is read at once; the kernel
-					// wakes the poller if as much arrived meanwhile.
-					c.setLowatFD(fd, want)
-				}
-				return false
-			}
-			n, errno = int(r), e
-			return true
-		}
-	})
-	if err != nil {
-		return 0, err
-	}
-	if errno != 0 {
-		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError("read", errno)}
-	}
-	if n == 0 {
-		return 0, io.EOF
-	}
-	return n, nil
-}
-
-func (c *conn) setLowat(rc syscall.RawConn, v int) {
-	rc.Control(func(fd uintptr) { c.setLowatFD(fd, v) })
-}
-
-// setLowatFD sets SO_RCVLOWAT to v (0 for the default). A refusal leaves it
-// as it was: the reads still work, only with more wake-ups.
-func (c *conn) setLowatFD(fd uintptr, v int) {
-	if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, max(v, 1)); err == nil {
-		c.rs.lowat = v
-	}
+	return c.rs.r.Read(p)
 }
 
 // writeSock writes bufs to the socket, all of them unless it fails, as

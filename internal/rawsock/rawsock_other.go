@@ -1,0 +1,23 @@
+//go:build !linux
+
+package rawsock
+
+import (
+	"errors"
+	"net"
+)
+
+// Reader is not used where raw reads are not implemented: NewReader
+// returns nil and callers read the net.Conn.
+type Reader struct{}
+
+// NewReader returns nil: read c itself.
+func NewReader(c net.Conn) *Reader { return nil }
+
+// Read is never reached: NewReader returns nil here.
+func (r *Reader) Read(p []byte) (int, error) {
+	return 0, errors.New("rawsock: no raw reads on this platform")
+}
+
+// Reset does nothing.
+func (r *Reader) Reset() {}
