@@ -171,9 +171,14 @@ type S3 struct {
 	// itself degraded after the kill (while the server was down, or after
 	// its restart before every tier was healthy again: a node restarting
 	// through the outage is first seen then), NotDegraded names the
-	// others. DegradedSeen says every node's tier did.
+	// others. A node that sent the bucket no request while it was down
+	// (no failed request counted then: a node just restarted, with nothing
+	// to demote or read) has nothing to notice the outage by: IdleNodes
+	// names those of the others. DegradedSeen says some node's tier
+	// reported the outage and every other node was idle.
 	Nodes, DegradedNodes int
 	NotDegraded          []string
+	IdleNodes            []string
 	DegradedSeen         bool
 	// Recovered says every node's tier reported healthy after the server
 	// came back, RecoverySeconds how long after the restart that was.
@@ -217,6 +222,11 @@ type s3NodeState struct {
 	// degradedSeen: the tier reported degraded after the kill.
 	degradedSeen bool
 	lastSample   time.Time
+	// killMark is the kill errsAtKill was read for; triedInOutage says
+	// the node's failed S3 requests rose while the server was down.
+	killMark      int
+	errsAtKill    float64
+	triedInOutage bool
 }
 
 // s3Series are the /metrics series the sampler reads, by the short names
@@ -318,6 +328,7 @@ func (st *s3State) observe(node string, life int64, m map[string]float64, degrad
 		ns = &s3NodeState{last: map[string]float64{}, total: map[string]float64{}}
 		st.nodes[node] = ns
 	}
+	prevErrs := ns.total["request_errors"] + ns.last["request_errors"]
 	if life != ns.life {
 		// A restart: the counters start from 0 again.
 		for k, v := range ns.last {
@@ -333,6 +344,14 @@ func (st *s3State) observe(node string, life int64, m map[string]float64, degrad
 		ns.degradedFor += now.Sub(ns.lastSample)
 	}
 	ns.degraded, ns.lastSample = degraded, now
+	if st.down {
+		if ns.killMark != st.kills {
+			ns.killMark, ns.errsAtKill = st.kills, prevErrs
+		}
+		if ns.total["request_errors"]+ns.last["request_errors"] > ns.errsAtKill {
+			ns.triedInOutage = true
+		}
+	}
 	// Each node must show it noticed the outage. One that was down
 	// (killed by the soak) while the server was can only show it after
 	// the restart, until the tiers are all healthy again.
@@ -439,13 +458,18 @@ func (s *soak) s3Result() *S3 {
 	r := &S3{Kills: st.kills, Nodes: len(s.nodes), OutageErrors: s.s3OutageErrors.Load(),
 		OutageStart: st.outageStart, OutageEnd: st.outageEnd}
 	for _, n := range s.nodes {
-		if ns := st.nodes[n.Name]; ns != nil && ns.degradedSeen {
+		ns := st.nodes[n.Name]
+		switch {
+		case ns != nil && ns.degradedSeen:
 			r.DegradedNodes++
-		} else {
+		default:
 			r.NotDegraded = append(r.NotDegraded, n.Name)
+			if ns != nil && !ns.triedInOutage {
+				r.IdleNodes = append(r.IdleNodes, n.Name)
+			}
 		}
 	}
-	r.DegradedSeen = r.Nodes > 0 && r.DegradedNodes == r.Nodes
+	r.DegradedSeen = r.DegradedNodes > 0 && r.DegradedNodes+len(r.IdleNodes) == r.Nodes
 	if !st.recovered.IsZero() {
 		r.Recovered = true
 		r.RecoverySeconds = st.recovered.Sub(st.restartedAt).Seconds()
@@ -477,6 +501,9 @@ func soakS3Row(row bench.Row, r *S3) {
 	row["s3_degraded_nodes"] = r.DegradedNodes
 	if r.Kills > 0 && len(r.NotDegraded) > 0 {
 		row["s3_not_degraded"] = strings.Join(r.NotDegraded, ",")
+	}
+	if r.Kills > 0 && len(r.IdleNodes) > 0 {
+		row["s3_idle_nodes"] = strings.Join(r.IdleNodes, ",")
 	}
 	row["s3_recovered"] = r.Recovered
 	row["s3_recoveries"] = r.Recoveries

@@ -117,18 +117,22 @@ yuebing_s3_dropped_puts_total 4
 // totals keep what every life counted, degraded time adds up only while
 // the tier says so, and the outage counts as seen only when every node's
 // tier reported it: node b, restarted through the outage, reports it
-// after the server's restart; node c never does, and fails the run.
+// after the server's restart; node c, whose requests failed during the
+// outage, never does, and fails the run; node d sent the bucket nothing
+// while it was down and is named idle, not failed.
 func TestS3StateRestarts(t *testing.T) {
-	nodes := []*bench.Node{{Proc: bench.Proc{Name: "a"}}, {Proc: bench.Proc{Name: "b"}}, {Proc: bench.Proc{Name: "c"}}}
+	nodes := []*bench.Node{{Proc: bench.Proc{Name: "a"}}, {Proc: bench.Proc{Name: "b"}}, {Proc: bench.Proc{Name: "c"}}, {Proc: bench.Proc{Name: "d"}}}
 	var st s3State
 	t0 := time.Unix(1000, 0)
 	st.observe("a", 1, map[string]float64{"hits": 10, "demoted": 5}, false, t0)
 	st.observe("b", 1, nil, true, t0) // degraded before the kill: not the outage
-	st.observe("c", 1, nil, false, t0)
+	st.observe("c", 1, map[string]float64{"request_errors": 1}, false, t0)
+	st.observe("d", 1, map[string]float64{"request_errors": 2}, false, t0)
 	st.down, st.kills = true, 1
 	st.observe("a", 1, map[string]float64{"hits": 12, "demoted": 6}, true, t0.Add(time.Second))
 	st.observe("a", 1, map[string]float64{"hits": 12, "demoted": 6}, true, t0.Add(3*time.Second))
-	st.observe("c", 1, nil, false, t0.Add(3*time.Second))
+	st.observe("c", 1, map[string]float64{"request_errors": 3}, false, t0.Add(3*time.Second))
+	st.observe("d", 1, map[string]float64{"request_errors": 2}, false, t0.Add(3*time.Second))
 	st.down, st.restartedAt = false, t0.Add(3500*time.Millisecond)
 	st.observe("a", 2, map[string]float64{"hits": 3, "demoted": 1}, false, t0.Add(4*time.Second))
 	st.observe("b", 2, nil, true, t0.Add(4*time.Second))
@@ -138,15 +142,16 @@ func TestS3StateRestarts(t *testing.T) {
 	s := &soak{nodes: nodes}
 	s.s3.nodes, s.s3.kills, s.s3.recovered = st.nodes, st.kills, t0.Add(5*time.Second)
 	r := s.s3Result()
-	if r.Hits != 16 || r.Demoted != 8 || r.DegradedSeconds != 2 || r.Nodes != 3 || r.DegradedNodes != 2 ||
-		!slices.Equal(r.NotDegraded, []string{"c"}) || r.DegradedSeen || !r.Failed() {
+	if r.Hits != 16 || r.Demoted != 8 || r.DegradedSeconds != 2 || r.Nodes != 4 || r.DegradedNodes != 2 ||
+		!slices.Equal(r.NotDegraded, []string{"c", "d"}) || !slices.Equal(r.IdleNodes, []string{"d"}) ||
+		r.DegradedSeen || !r.Failed() {
 		t.Fatalf("%+v", r)
 	}
 	if st.inOutage() {
 		t.Error("in outage with the server up and no tier degraded")
 	}
 	// Once c's tier reports it too, the outage was seen by every node.
-	st.observe("c", 1, nil, true, t0.Add(3200*time.Millisecond))
+	st.observe("c", 1, map[string]float64{"request_errors": 3}, true, t0.Add(3200*time.Millisecond))
 	if r := s.s3Result(); !r.DegradedSeen || r.Failed() {
 		t.Fatalf("every node degraded: %+v", r)
 	}

@@ -123,8 +123,8 @@ docs/benchmarks.md ("Soak").`,
 				}
 				s3 := ""
 				if r := res.S3; r != nil && r.Failed() {
-					s3 = fmt.Sprintf(", s3: %d client errors during the outage, %d corrupt blocks, %d kills, degraded seen by %d of %d nodes, recovered %v",
-						r.OutageErrors, r.Corrupt, r.Kills, r.DegradedNodes, r.Nodes, r.Recovered)
+					s3 = fmt.Sprintf(", s3: %d client errors during the outage, %d corrupt blocks, %d kills, degraded seen by %d of %d nodes (%d idle), recovered %v",
+						r.OutageErrors, r.Corrupt, r.Kills, r.DegradedNodes, r.Nodes, len(r.IdleNodes), r.Recovered)
 				}
 				return fmt.Errorf("soak failed: %d corrupt reads, %d lost writes, RSS %d of bound %d%s%s (data and logs kept in %s)",
 					res.CorruptReads, res.LostWrites, res.MaxRSS, res.RSSBound, router, s3, res.Dir)
