@@ -80,25 +80,16 @@ type Admission[K comparable] struct {
 	nodes   map[K]*admNode[K]
 	classes map[branchClass]*classCount
 	refused int // refused branches, for exploration
-	// ghost remembers the uses of blocks forgotten lately (a FIFO of
-	// ghostCap keys), so a block that comes back after leaving every tier
-	// counts as used before, as the traces' returning blocks mostly are.
-	ghost    map[K]ghostEntry
-	ghostQ   []ghostSlot[K]
-	ghostCap int
-	ghostSeq uint64
-	returns  *returnsState[K] // AdmitReturns
+	// ghost remembers the uses of the blocks forgotten last (as many as
+	// NewAdmission's ghost), so a block that comes back after leaving every
+	// tier counts as used before, as the traces' returning blocks mostly are.
+	ghost   *recent[K, ghostEntry]
+	returns *returnsState[K] // AdmitReturns
 }
 
 type ghostEntry struct {
 	uses     int
 	extended bool
-	seq      uint64 // the queue slot that expires this entry
-}
-
-type ghostSlot[K comparable] struct {
-	k   K
-	seq uint64
 }
 
 type admNode[K comparable] struct {
@@ -130,7 +121,7 @@ func NewAdmission[K comparable](name string, ghost int) (*Admission[K], error) {
 		return nil, fmt.Errorf("%w: admission ghost of %d blocks", ErrCapacity, ghost)
 	}
 	a := &Admission[K]{name: name, nodes: map[K]*admNode[K]{}, classes: map[branchClass]*classCount{},
-		ghost: map[K]ghostEntry{}, ghostCap: ghost}
+		ghost: newRecent[K, ghostEntry](ghost)}
 	if name == AdmitReturns {
 		a.returns = newReturns[K](ghost)
 	}
@@ -154,9 +145,8 @@ func (a *Admission[K]) Put(k, parent K, hasParent bool) {
 		return
 	}
 	n := &admNode[K]{parent: parent, hasParent: hasParent, uses: 1, root: k, isRoot: true, branchLen: 1}
-	if g, ok := a.ghost[k]; ok {
+	if g, ok := a.ghost.take(k); ok {
 		n.uses, n.extended = g.uses+1, g.extended
-		delete(a.ghost, k) // its queue slot then expires nothing
 	}
 	if p := a.nodes[parent]; hasParent && p != nil {
 		p.extended = true
@@ -231,9 +221,13 @@ func (a *Admission[K]) Admit(k K, held func(K) bool) bool {
 
 // class buckets a root's branch by nesting (0, 1, 2 or more) and length
 // (1, 2-3, 4-7, 8-15, 16 or more blocks).
-func (n *admNode[K]) class() branchClass {
+func (n *admNode[K]) class() branchClass { return n.classUpTo(4) }
+
+// classUpTo buckets a root's branch by nesting (0, 1, 2 or more) and
+// log2 of its length, capped at top.
+func (n *admNode[K]) classUpTo(top int) branchClass {
 	l := 0
-	for b := n.branchLen; b > 1 && l < 4; b >>= 1 {
+	for b := n.branchLen; b > 1 && l < top; b >>= 1 {
 		l++
 	}
 	return branchClass{min(n.depth, 2), l}
@@ -277,19 +271,7 @@ func (a *Admission[K]) Forget(k K) {
 		a.settle(k, false)
 	}
 	delete(a.nodes, k)
-	if a.ghostCap == 0 {
-		return
-	}
-	for len(a.ghostQ) >= a.ghostCap {
-		old := a.ghostQ[0]
-		a.ghostQ = a.ghostQ[1:]
-		if g, ok := a.ghost[old.k]; ok && g.seq == old.seq {
-			delete(a.ghost, old.k)
-		}
-	}
-	a.ghostSeq++
-	a.ghost[k] = ghostEntry{uses: n.uses, extended: n.extended, seq: a.ghostSeq}
-	a.ghostQ = append(a.ghostQ, ghostSlot[K]{k, a.ghostSeq})
+	a.ghost.set(k, ghostEntry{uses: n.uses, extended: n.extended})
 }
 
 // Len returns how many blocks the policy knows.

@@ -3,10 +3,8 @@ package policy
 // returnsState is AdmitReturns's record: the branches judged lately, by
 // root, and per class the blocks judged and the blocks that came back.
 type returnsState[K comparable] struct {
-	pending map[K]returnsJudged
-	queue   []returnsSlot[K] // judgement order, to bound pending
+	pending *recent[K, returnsJudged]
 	cap     int
-	seq     uint64
 	classes map[branchClass]*returnsCount
 	all     returnsCount
 }
@@ -14,33 +12,27 @@ type returnsState[K comparable] struct {
 type returnsJudged struct {
 	class  branchClass
 	blocks int
-	seq    uint64
-}
-
-type returnsSlot[K comparable] struct {
-	k   K
-	seq uint64
 }
 
 // returnsCount counts blocks of judged branches and of those that came
-// back. Counts are halved when all judged blocks pass decayAt, so old
-// traffic fades at the pace the lower tier turns over.
+// back. Counts are halved when all judged blocks pass twice the branches
+// remembered, so old traffic fades at the pace the lower tier turns over.
 type returnsCount struct{ judged, back float64 }
 
 // newReturns remembers up to remember judged branches (the admission's
 // ghost size: a few times the lower tier's blocks).
 func newReturns[K comparable](remember int) *returnsState[K] {
-	return &returnsState[K]{pending: map[K]returnsJudged{}, cap: max(remember, 1),
+	remember = max(remember, 1)
+	return &returnsState[K]{pending: newRecent[K, returnsJudged](remember), cap: remember,
 		classes: map[branchClass]*returnsCount{}}
 }
 
 // back records a request of k: a judged root read or put again is back.
 func (r *returnsState[K]) back(k K) {
-	j, ok := r.pending[k]
+	j, ok := r.pending.take(k)
 	if !ok {
 		return
 	}
-	delete(r.pending, k) // its queue slot then expires nothing
 	b := float64(j.blocks)
 	if c := r.classes[j.class]; c != nil {
 		c.back += b
@@ -74,16 +66,7 @@ func (r *returnsState[K]) judge(k K, class branchClass, blocks int) bool {
 			x.judged, x.back = x.judged/2, x.back/2
 		}
 	}
-	for len(r.queue) >= r.cap {
-		old := r.queue[0]
-		r.queue = r.queue[1:]
-		if j, ok := r.pending[old.k]; ok && j.seq == old.seq {
-			delete(r.pending, old.k)
-		}
-	}
-	r.seq++
-	r.pending[k] = returnsJudged{class: class, blocks: blocks, seq: r.seq}
-	r.queue = append(r.queue, returnsSlot[K]{k, r.seq})
+	r.pending.set(k, returnsJudged{class: class, blocks: blocks})
 	return admit
 }
 
@@ -91,10 +74,4 @@ func (r *returnsState[K]) judge(k K, class branchClass, blocks int) bool {
 // length in powers of two (1, 2-3, ... 256 or more blocks): finer than
 // class's, as the traces' wasted writes sit in branches of 32 to 255
 // blocks on one and of 16 to 63 on the other.
-func (n *admNode[K]) returnsClass() branchClass {
-	l := 0
-	for b := n.branchLen; b > 1 && l < 8; b >>= 1 {
-		l++
-	}
-	return branchClass{min(n.depth, 2), l}
-}
+func (n *admNode[K]) returnsClass() branchClass { return n.classUpTo(8) }

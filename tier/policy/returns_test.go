@@ -78,8 +78,8 @@ func TestAdmissionReturnsBounded(t *testing.T) {
 	for k := range 3 {
 		r.judge(k, c, 1)
 	}
-	if len(r.pending) != 2 {
-		t.Fatalf("%d judged branches remembered, want 2", len(r.pending))
+	if r.pending.len() != 2 {
+		t.Fatalf("%d judged branches remembered, want 2", r.pending.len())
 	}
 	r.back(0) // judged 3 judgements ago: forgotten
 	r.back(2)
