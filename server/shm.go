@@ -251,7 +251,7 @@ func itemError(err error) *errorDetail {
 // says; one item failing does not stop the others.
 func (a *API) shmGetItems(ctx context.Context, p auth.Principal, req shmRequest, ts []target, sess *staging.Session) shmResponse {
 	res := shmResponse{Results: make([]shmResult, len(ts))}
-	shmEach(req.Items, true, func(i int) {
+	shmEach(req.Items, nil, func(i int) {
 		t := ts[i]
 		r := &res.Results[i]
 		r.Key = t.key
@@ -290,17 +290,18 @@ const shmParallelMin = 8 << 20
 // when the items move shmParallelMin bytes or more between them: a
 // connector loads all the blocks of a prefix in one request, and one
 // core's memmove is a fraction of what the memory carries. Each f writes
-// only its own result. independent false (a put batch whose items name
-// parents, or a key twice) keeps them in order, one at a time: SSD
-// admission reads a parent's state, and of two puts of one key the first
-// must win.
-func shmEach(items []shmItem, independent bool, f func(i int)) {
+// only its own result. independent, asked only of a batch large enough to
+// spread, returning false (a put batch whose items name parents, or a key
+// twice) keeps them in order, one at a time: SSD admission reads a
+// parent's state, and of two puts of one key the first must win; nil means
+// the items are always independent.
+func shmEach(items []shmItem, independent func() bool, f func(i int)) {
 	var total int64
 	for i := range items {
 		total += max(items[i].Length, 0)
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(items))
-	if !independent || workers < 2 || total < shmParallelMin {
+	if workers < 2 || total < shmParallelMin || independent != nil && !independent() {
 		for i := range items {
 			f(i)
 		}
@@ -383,7 +384,7 @@ func (a *API) shmCopyOut(ctx context.Context, p auth.Principal, t target, it shm
 // own put: one that fails stores nothing and the next is still tried.
 func (a *API) shmPutItems(ctx context.Context, req shmRequest, ts []target, sess *staging.Session) shmResponse {
 	res := shmResponse{Results: make([]shmResult, len(ts))}
-	shmEach(req.Items, len(ts) > 1 && shmIndependent(req, ts), func(i int) {
+	shmEach(req.Items, func() bool { return shmIndependent(req, ts) }, func(i int) {
 		t := ts[i]
 		r := &res.Results[i]
 		r.Key = t.key
