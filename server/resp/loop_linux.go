@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -153,7 +154,7 @@ func (l *loop) run() {
 			// the epoll_wait that would only return 0.
 			rerr := rc.Read(func(uintptr) bool {
 				for {
-					n, werr := unix.EpollWait(l.epfd, events, 0)
+					n, werr := epollPoll(l.epfd, events)
 					if werr != nil {
 						if errors.Is(werr, unix.EINTR) {
 							continue
@@ -339,9 +340,47 @@ const loopIn = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET
 
 var errAgain = errors.New("again")
 
+// The loop's reads, writes and epoll_wait never block (its sockets are
+// non-blocking and it polls with no timeout), so it calls the kernel
+// without telling the scheduler. A call through syscall.Syscall does
+// entersyscall, which wakes sysmon from its deep sleep whenever every P
+// was idle, as they are each time a server waits on its clients; sysmon
+// then polls every 20 µs for a millisecond or more. On two cores those
+// wake-ups were 16% of the node's samples at -c 8 (docs/benchmarks.md).
+
+func rawRead(fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+func rawWrite(fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+func epollPoll(epfd int, events []unix.EpollEvent) (int, error) {
+	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
 func readFD(fd int, p []byte) (int, error) {
 	for {
-		n, err := unix.Read(fd, p)
+		n, err := rawRead(fd, p)
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
@@ -438,7 +477,7 @@ func (l *loop) runOne(c *conn) bool {
 func (l *loop) write(c *conn) bool {
 	lp := c.lp
 	for lp.outPos < len(c.out) {
-		n, err := unix.Write(lp.fd, c.out[lp.outPos:])
+		n, err := rawWrite(lp.fd, c.out[lp.outPos:])
 		if n > 0 {
 			lp.outPos += n
 			c.s.stats.netOut.Add(int64(n))
