@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"unsafe"
 
 	"github.com/yuebing/yuebing/adapter"
 	"github.com/yuebing/yuebing/adapter/hbmsim"
@@ -73,6 +74,21 @@ func TestLoadIntoRegisteredMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	// Bytes is what a GPU page-locks: the whole staging memory, every
+	// block's layers within it.
+	mem := st.Bytes()
+	if int64(len(mem)) != int64(plan.HitBlocks)*testLayout.BlockBytes() {
+		t.Fatalf("staging Bytes: %d bytes for %d blocks of %d", len(mem), plan.HitBlocks, testLayout.BlockBytes())
+	}
+	lo, hi := uintptr(unsafe.Pointer(&mem[0])), uintptr(unsafe.Pointer(&mem[len(mem)-1]))
+	for b := range plan.HitBlocks {
+		for l := range testLayout.Layers {
+			r := st.Region(b, l)
+			if p, q := uintptr(unsafe.Pointer(&r[0])), uintptr(unsafe.Pointer(&r[len(r)-1])); p < lo || q > hi {
+				t.Fatalf("block %d layer %d lies outside the staging Bytes", b, l)
+			}
+		}
+	}
 	up, err := dev.Alloc(plan.HitBlocks)
 	if err != nil {
 		t.Fatal(err)

@@ -75,6 +75,10 @@ func (s *Staging) Close() error {
 	return err
 }
 
+// Bytes is the whole staging memory, for a device that page-locks it
+// (hbmcuda's HostRegister) so that uploads from it run at the bus's speed.
+func (s *Staging) Bytes() []byte { return s.mem }
+
 // offset is where layer layer of block blk starts in mem.
 func (s *Staging) offset(blk, layer int) int64 {
 	lb := s.layout.LayerBytes()

@@ -32,6 +32,8 @@ static CUresult (*p_cuStreamDestroy)(CUstream);
 static CUresult (*p_cuStreamSynchronize)(CUstream);
 static CUresult (*p_cuMemHostAlloc)(void **, size_t, unsigned int);
 static CUresult (*p_cuMemFreeHost)(void *);
+static CUresult (*p_cuMemHostRegister)(void *, size_t, unsigned int);
+static CUresult (*p_cuMemHostUnregister)(void *);
 static CUresult (*p_cuGetErrorName)(CUresult, const char **);
 
 // yb_open loads the driver and its entry points; 0 on success, else -1
@@ -61,6 +63,8 @@ static int yb_open(char *err, int n) {
 	SYM(p_cuStreamSynchronize, "cuStreamSynchronize");
 	SYM(p_cuMemHostAlloc, "cuMemHostAlloc");
 	SYM(p_cuMemFreeHost, "cuMemFreeHost");
+	SYM(p_cuMemHostRegister, "cuMemHostRegister_v2");
+	SYM(p_cuMemHostUnregister, "cuMemHostUnregister");
 	SYM(p_cuGetErrorName, "cuGetErrorName");
 #undef SYM
 	return 0;
@@ -128,6 +132,15 @@ static CUresult yb_host_alloc(CUcontext ctx, void **p, size_t n) {
 static CUresult yb_host_free(CUcontext ctx, void *p) {
 	CUresult r = p_cuCtxSetCurrent(ctx);
 	return r ? r : p_cuMemFreeHost(p);
+}
+// Portable (1), as yb_host_alloc's memory.
+static CUresult yb_host_register(CUcontext ctx, void *p, size_t n) {
+	CUresult r = p_cuCtxSetCurrent(ctx);
+	return r ? r : p_cuMemHostRegister(p, n, 1);
+}
+static CUresult yb_host_unregister(CUcontext ctx, void *p) {
+	CUresult r = p_cuCtxSetCurrent(ctx);
+	return r ? r : p_cuMemHostUnregister(p);
 }
 */
 import "C"
@@ -417,5 +430,40 @@ func (h *HostBuffer) Close() error {
 	}
 	err := check("cuMemFreeHost", C.yb_host_free(h.d.ctx, h.ptr))
 	h.ptr, h.buf = nil, nil
+	return err
+}
+
+// HostRegistration is host memory allocated elsewhere and page-locked for
+// the device: the staging memory of adapter.NewRegionStaging, which the
+// node on this host writes blocks into itself, so that a Load reaches HBM
+// with the node's copy and the upload only, and the upload runs at the
+// bus's speed as from HostAlloc's memory.
+type HostRegistration struct {
+	d   *Device
+	ptr unsafe.Pointer
+}
+
+// HostRegister page-locks b for d (cuMemHostRegister, portable to every
+// context) until Close, which must come before b's memory is unmapped.
+// b must not be Go heap memory, which the collector may move: pass
+// memory from mmap, such as adapter.Staging.Bytes of NewRegionStaging.
+func (d *Device) HostRegister(b []byte) (*HostRegistration, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: page-locking 0 bytes", adapter.ErrInvalid)
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	if err := check(fmt.Sprintf("cuMemHostRegister of %d bytes", len(b)), C.yb_host_register(d.ctx, p, C.size_t(len(b)))); err != nil {
+		return nil, err
+	}
+	return &HostRegistration{d: d, ptr: p}, nil
+}
+
+// Close unlocks the memory; the memory itself stays its owner's.
+func (h *HostRegistration) Close() error {
+	if h.ptr == nil {
+		return nil
+	}
+	err := check("cuMemHostUnregister", C.yb_host_unregister(h.d.ctx, h.ptr))
+	h.ptr = nil
 	return err
 }

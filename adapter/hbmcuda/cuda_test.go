@@ -184,6 +184,59 @@ func TestLoadIntoHBM(t *testing.T) {
 	}
 }
 
+// TestLoadIntoRegisteredHBM loads through staging memory the node writes
+// itself (NewRegionStaging), page-locked for the GPU by HostRegister: the
+// KV reaches HBM equal to what was saved, and no byte of it went through
+// a staging segment.
+func TestLoadIntoRegisteredHBM(t *testing.T) {
+	const blocks = 16
+	d := open(t, int(layout.BlockBytes()), blocks)
+	_, url := servetest.Serve(t, "--dram-capacity", "512MiB")
+	c := connector(t, url)
+	toks := prompt(3, blocks)
+	save(t, c, toks, func(p adapter.Plan) adapter.Source { return hostKV{p.Keys} })
+
+	st, err := adapter.NewRegionStaging(layout, blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := d.HostRegister(nil); !errors.Is(err, adapter.ErrInvalid) {
+		t.Fatalf("HostRegister of nothing: %v, want ErrInvalid", err)
+	}
+	reg, err := d.HostRegister(st.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := reg.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	before := c.Stats()
+	plan, pages := loadToHBM(t, c, d, st, toks)
+	if plan.HitBlocks != blocks {
+		t.Fatalf("hit %d of %d blocks", plan.HitBlocks, blocks)
+	}
+	s := c.Stats()
+	if hit := int64(blocks) * layout.BlockBytes(); s.ShmDirectBytes-before.ShmDirectBytes != hit || s.ShmStagedBytes != before.ShmStagedBytes {
+		t.Fatalf("stats %+v, before %+v: want %d bytes written by the node into the registered staging, none staged", s, before, hit)
+	}
+	got := make([]byte, layout.LayerBytes())
+	want := make([]byte, layout.LayerBytes())
+	for b, p := range pages {
+		for l := range layout.Layers {
+			if err := d.CopyOut(context.Background(), got, p, l*int(layout.LayerBytes())); err != nil {
+				t.Fatal(err)
+			}
+			fill(want, plan.Keys[b], l)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("block %d layer %d in HBM is not the saved KV", b, l)
+			}
+		}
+	}
+}
+
 // TestSaveFromHBM saves KV that lives only in device memory (a prefill's
 // output) and reads it back through the store into host memory.
 func TestSaveFromHBM(t *testing.T) {
@@ -270,6 +323,29 @@ func BenchmarkLoadIntoHBM(b *testing.B) {
 			ld := c.Load(ctx, plan, st)
 			for l := range layout.Layers {
 				if n, err := st.Upload(ctx, ld, l, d, pages); err != nil || n != blocks {
+					b.Fatalf("layer %d: %d blocks, %v", l, n, err)
+				}
+			}
+		}
+	})
+	// The node writes the blocks into staging memory of the engine's
+	// own, page-locked by HostRegister: the node's copy and the upload.
+	rst, err := adapter.NewRegionStaging(layout, blocks)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rst.Close()
+	reg, err := d.HostRegister(rst.Bytes())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer reg.Close()
+	b.Run("hbm-registered", func(b *testing.B) {
+		b.SetBytes(bytesPer)
+		for b.Loop() {
+			ld := c.Load(ctx, plan, rst)
+			for l := range layout.Layers {
+				if n, err := rst.Upload(ctx, ld, l, d, pages); err != nil || n != blocks {
 					b.Fatalf("layer %d: %d blocks, %v", l, n, err)
 				}
 			}
