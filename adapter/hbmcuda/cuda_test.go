@@ -148,6 +148,25 @@ func loadToHBM(t testing.TB, c *adapter.Connector, d *hbmcuda.Device, st *adapte
 	return plan, pages
 }
 
+// checkHBM reads every layer of the plan's blocks back out of their
+// device pages and compares it with the KV that was saved.
+func checkHBM(t *testing.T, d *hbmcuda.Device, plan adapter.Plan, pages []adapter.Page) {
+	t.Helper()
+	got := make([]byte, layout.LayerBytes())
+	want := make([]byte, layout.LayerBytes())
+	for b, p := range pages {
+		for l := range layout.Layers {
+			if err := d.CopyOut(context.Background(), got, p, l*int(layout.LayerBytes())); err != nil {
+				t.Fatal(err)
+			}
+			fill(want, plan.Keys[b], l)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("block %d layer %d in HBM is not the saved KV", b, l)
+			}
+		}
+	}
+}
+
 func TestLoadIntoHBM(t *testing.T) {
 	const blocks = 16
 	d := open(t, int(layout.BlockBytes()), blocks)
@@ -169,19 +188,7 @@ func TestLoadIntoHBM(t *testing.T) {
 	if plan.HitBlocks != blocks {
 		t.Fatalf("hit %d of %d blocks", plan.HitBlocks, blocks)
 	}
-	got := make([]byte, layout.LayerBytes())
-	want := make([]byte, layout.LayerBytes())
-	for b, p := range pages {
-		for l := range layout.Layers {
-			if err := d.CopyOut(context.Background(), got, p, l*int(layout.LayerBytes())); err != nil {
-				t.Fatal(err)
-			}
-			fill(want, plan.Keys[b], l)
-			if !bytes.Equal(got, want) {
-				t.Fatalf("block %d layer %d in HBM is not the saved KV", b, l)
-			}
-		}
-	}
+	checkHBM(t, d, plan, pages)
 }
 
 // TestLoadIntoRegisteredHBM loads through staging memory the node writes
@@ -222,19 +229,7 @@ func TestLoadIntoRegisteredHBM(t *testing.T) {
 	if hit := int64(blocks) * layout.BlockBytes(); s.ShmDirectBytes-before.ShmDirectBytes != hit || s.ShmStagedBytes != before.ShmStagedBytes {
 		t.Fatalf("stats %+v, before %+v: want %d bytes written by the node into the registered staging, none staged", s, before, hit)
 	}
-	got := make([]byte, layout.LayerBytes())
-	want := make([]byte, layout.LayerBytes())
-	for b, p := range pages {
-		for l := range layout.Layers {
-			if err := d.CopyOut(context.Background(), got, p, l*int(layout.LayerBytes())); err != nil {
-				t.Fatal(err)
-			}
-			fill(want, plan.Keys[b], l)
-			if !bytes.Equal(got, want) {
-				t.Fatalf("block %d layer %d in HBM is not the saved KV", b, l)
-			}
-		}
-	}
+	checkHBM(t, d, plan, pages)
 }
 
 // TestSaveFromHBM saves KV that lives only in device memory (a prefill's
