@@ -32,14 +32,8 @@ type Reader struct {
 // NewReader returns a Reader of c, or nil when c has no raw socket (a
 // net.Pipe, a TLS connection): the caller then reads c.
 func NewReader(c net.Conn) *Reader {
-	sc, ok := c.(interface {
-		SyscallConn() (syscall.RawConn, error)
-	})
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawConn(c)
+	if rc == nil {
 		return nil
 	}
 	return &Reader{c: c, rc: rc}
@@ -103,7 +97,120 @@ func (r *Reader) Reset() {
 // setLowat sets SO_RCVLOWAT to v (0 for the default). A refusal leaves it
 // as it was: reads still work, with more wake-ups.
 func (r *Reader) setLowat(fd uintptr, v int) {
-	if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, max(v, 1)); err == nil {
+	// Raw as well: unix.SetsockoptInt goes through syscall.Syscall, whose
+	// entersyscall wakes sysmon when every processor was idle, twice a
+	// long read (docs/benchmarks.md, "Raw socket writes and the put
+	// connection"). setsockopt never blocks.
+	val := int32(max(v, 1))
+	_, _, e := unix.RawSyscall6(unix.SYS_SETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT, uintptr(unsafe.Pointer(&val)), unsafe.Sizeof(val), 0)
+	if e == 0 {
 		r.lowat = v
 	}
+}
+
+// Writer writes one connection's socket with raw non-blocking writev
+// calls. It is not safe for concurrent use.
+type Writer struct {
+	c   net.Conn
+	rc  syscall.RawConn
+	iov [4]unix.Iovec
+	one [1][]byte
+}
+
+// NewWriter returns a Writer of c, or nil when c has no raw socket (a
+// net.Pipe, a TLS connection): the caller then writes c.
+func NewWriter(c net.Conn) *Writer {
+	rc := rawConn(c)
+	if rc == nil {
+		return nil
+	}
+	return &Writer{c: c, rc: rc}
+}
+
+func rawConn(c net.Conn) syscall.RawConn {
+	sc, ok := c.(interface {
+		SyscallConn() (syscall.RawConn, error)
+	})
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
+
+// Write writes p whole unless it fails, as net.Conn's Write does,
+// deadlines included.
+func (w *Writer) Write(p []byte) (int, error) {
+	w.one[0] = p
+	n, err := w.Writev(w.one[:])
+	w.one[0] = nil
+	return int(n), err
+}
+
+// Writev writes bufs, all of them unless it fails, as net.Buffers' WriteTo
+// does, and returns the bytes written. It consumes bufs' elements as it
+// goes: after a failure they hold what was not written. A full socket
+// parks the goroutine in the runtime's poller until there is room or the
+// write deadline passes; a write that took only part resumes where it
+// stopped.
+func (w *Writer) Writev(bufs [][]byte) (int64, error) {
+	var total int64
+	for len(bufs) > 0 {
+		iv := w.iov[:0]
+		for _, b := range bufs {
+			if len(b) == 0 {
+				continue
+			}
+			if len(iv) == len(w.iov) {
+				break
+			}
+			v := unix.Iovec{Base: &b[0]}
+			v.SetLen(len(b))
+			iv = append(iv, v)
+		}
+		if len(iv) == 0 {
+			break
+		}
+		var n int
+		var errno syscall.Errno
+		err := w.rc.Write(func(fd uintptr) bool {
+			for {
+				r, _, e := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iv[0])), uintptr(len(iv)))
+				switch e {
+				case unix.EINTR:
+					continue
+				case unix.EAGAIN:
+					return false
+				}
+				n, errno = int(r), e
+				return true
+			}
+		})
+		clear(iv) // the iovecs point into bufs: hold on to none of them
+		if err != nil {
+			return total, err
+		}
+		if errno != 0 {
+			return total, &net.OpError{Op: "writev", Net: "tcp", Source: w.c.LocalAddr(), Addr: w.c.RemoteAddr(), Err: os.NewSyscallError("writev", errno)}
+		}
+		if n == 0 {
+			return total, io.ErrShortWrite
+		}
+		total += int64(n)
+		for n > 0 {
+			k := min(n, len(bufs[0]))
+			bufs[0] = bufs[0][k:]
+			n -= k
+			if len(bufs[0]) == 0 {
+				bufs = bufs[1:]
+			}
+		}
+		for len(bufs) > 0 && len(bufs[0]) == 0 {
+			bufs = bufs[1:]
+		}
+	}
+	return total, nil
 }

@@ -21,3 +21,20 @@ func (r *Reader) Read(p []byte) (int, error) {
 
 // Reset does nothing.
 func (r *Reader) Reset() {}
+
+// Writer is not used where raw writes are not implemented: NewWriter
+// returns nil and callers write the net.Conn.
+type Writer struct{}
+
+// NewWriter returns nil: write c itself.
+func NewWriter(c net.Conn) *Writer { return nil }
+
+// Write is never reached: NewWriter returns nil here.
+func (w *Writer) Write(p []byte) (int, error) {
+	return 0, errors.New("rawsock: no raw writes on this platform")
+}
+
+// Writev is never reached: NewWriter returns nil here.
+func (w *Writer) Writev(bufs [][]byte) (int64, error) {
+	return 0, errors.New("rawsock: no raw writes on this platform")
+}

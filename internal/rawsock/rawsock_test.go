@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func pair(t *testing.T) (client, server net.Conn) {
@@ -93,6 +95,13 @@ func TestReaderDeadlineAndEOF(t *testing.T) {
 	if !errors.Is(err, os.ErrDeadlineExceeded) || total != 1000 {
 		t.Fatalf("stalled value: %d bytes, %v; want 1000 and a deadline error", total, err)
 	}
+	// The low-water mark was raised for the rest of the read, on the
+	// socket itself.
+	var lowat int
+	r.rc.Control(func(fd uintptr) { lowat, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT) })
+	if r.lowat != len(buf)-1000 || lowat != r.lowat {
+		t.Errorf("SO_RCVLOWAT %d, recorded %d; want %d", lowat, r.lowat, len(buf)-1000)
+	}
 	server.SetReadDeadline(time.Time{})
 	client.Close()
 	if n, err := r.Read(buf); n != 0 || err != io.EOF {
@@ -100,12 +109,148 @@ func TestReaderDeadlineAndEOF(t *testing.T) {
 	}
 }
 
-// Connections without a raw socket get no Reader.
+// Connections without a raw socket get no Reader or Writer.
 func TestReaderPipe(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
 	if NewReader(a) != nil {
 		t.Error("a Reader for a net.Pipe")
+	}
+	if NewWriter(a) != nil {
+		t.Error("a Writer for a net.Pipe")
+	}
+}
+
+// A write of several buffers, far larger than the socket buffers, to a
+// peer that reads slowly takes many partial writevs and parks on a full
+// socket between them; it arrives whole and byte for byte, and empty
+// buffers among the others are skipped.
+func TestWriterSlowReader(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("raw writes are linux only")
+	}
+	client, server := pair(t)
+	w := NewWriter(server)
+	if w == nil {
+		t.Fatal("no raw writer for a TCP connection")
+	}
+	var bufs, want [][]byte
+	for i := range 7 { // more buffers than one writev takes
+		b := make([]byte, (3<<20)+i*7919)
+		for j := range b {
+			b[j] = byte(i*31 + j%251)
+		}
+		bufs = append(bufs, b, nil)
+		want = append(want, b)
+	}
+	wantAll := bytes.Join(want, nil)
+	done := make(chan error, 1)
+	var n int64
+	go func() {
+		var err error
+		n, err = w.Writev(bufs)
+		done <- err
+	}()
+	got := make([]byte, 0, len(wantAll))
+	buf := make([]byte, 200<<10)
+	client.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for i := 0; len(got) < len(wantAll); i++ {
+		m, err := client.Read(buf)
+		got = append(got, buf[:m]...)
+		if err != nil {
+			t.Fatalf("after %d of %d bytes: %v", len(got), len(wantAll), err)
+		}
+		if i%8 == 0 {
+			time.Sleep(time.Millisecond) // let the writer's socket fill up
+		}
+	}
+	if err := <-done; err != nil || n != int64(len(wantAll)) {
+		t.Fatalf("Writev: %d of %d bytes, %v", n, len(wantAll), err)
+	}
+	if !bytes.Equal(got, wantAll) {
+		t.Fatal("the buffers came back different")
+	}
+	if m, err := w.Write([]byte("tail")); m != 4 || err != nil {
+		t.Fatalf("Write after Writev: %d, %v", m, err)
+	}
+	if _, err := io.ReadFull(client, buf[:4]); err != nil || string(buf[:4]) != "tail" {
+		t.Fatalf("tail: %q, %v", buf[:4], err)
+	}
+}
+
+// A write to a peer that does not read ends at the write deadline with
+// the bytes the socket took, a timeout error, and the rest of the buffers
+// left unwritten in place; a write to a peer that closed fails rather
+// than hangs.
+func TestWriterDeadlineAndClosedPeer(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("raw writes are linux only")
+	}
+	client, server := pair(t)
+	w := NewWriter(server)
+	big := make([]byte, 64<<20)
+	bufs := [][]byte{big}
+	server.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+	start := time.Now()
+	n, err := w.Writev(bufs)
+	var ne net.Error
+	if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("write to a peer that does not read: %d bytes, %v; want a deadline error", n, err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the deadline took %v", d)
+	}
+	if n <= 0 || n >= int64(len(big)) || int64(len(bufs[0])) != int64(len(big))-n {
+		t.Fatalf("%d bytes written, %d left in the buffer, of %d", n, len(bufs[0]), len(big))
+	}
+	server.SetWriteDeadline(time.Time{})
+	client.Close()
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for range 100 {
+			if _, err = w.Write(big[:1<<20]); err != nil {
+				break
+			}
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("100 MiB written to a closed peer without an error")
+		}
+		var oe *net.OpError
+		if !errors.As(err, &oe) || oe.Op != "writev" {
+			t.Errorf("closed peer: %v; want a writev OpError", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write to a closed peer hung")
+	}
+}
+
+// A write on a connection closed locally while it waits for room ends
+// with net.ErrClosed.
+func TestWriterLocalClose(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("raw writes are linux only")
+	}
+	_, server := pair(t)
+	w := NewWriter(server)
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Write(make([]byte, 64<<20))
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	server.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("write on a closed connection: %v; want net.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake a parked write")
 	}
 }
