@@ -281,3 +281,46 @@ func TestPutConnShutdown(t *testing.T) {
 		t.Fatalf("idle put connection after shutdown: read %v, want EOF", err)
 	}
 }
+
+// TestPutConnExpectContinue: on the taken-over connection a put that asks
+// for 100-continue is told to go on before its body is read (the interim
+// answer and the final one both written by the loop), and one with an
+// Expect the node does not know is refused with 417 and a close.
+func TestPutConnExpectContinue(t *testing.T) {
+	n := startPutConnNode(t)
+	conn, err := net.Dial("tcp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	io.WriteString(conn, putHead("first", 4, "")+"abcd")
+	if resp, _ := readAnswer(t, br); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("first put: %d", resp.StatusCode)
+	}
+	data := payload(11, 200<<10)
+	io.WriteString(conn, putHead("cont", len(data), "Expect: 100-continue\r\n"))
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := br.ReadString('\n')
+	if err != nil || line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("before the body: %q, %v; want 100 Continue", line, err)
+	}
+	if blank, err := br.ReadString('\n'); err != nil || blank != "\r\n" {
+		t.Fatalf("after 100 Continue: %q, %v", blank, err)
+	}
+	conn.Write(data)
+	if resp, body := readAnswer(t, br); resp.StatusCode != http.StatusCreated || resp.Close {
+		t.Fatalf("put after 100 Continue: %d (close %v) %s", resp.StatusCode, resp.Close, body)
+	}
+	if st, got := n.getObject(t, "cont"); st != http.StatusOK || !bytes.Equal(got, data) {
+		t.Fatalf("GET cont: %d, %d bytes", st, len(got))
+	}
+	io.WriteString(conn, putHead("odd", 4, "Expect: teapot\r\n")+"abcd")
+	resp, _ := readAnswer(t, br)
+	if resp.StatusCode != http.StatusExpectationFailed || !resp.Close {
+		t.Fatalf("an unknown Expect: %d (close %v), want 417 and close", resp.StatusCode, resp.Close)
+	}
+	if st, _ := n.getObject(t, "odd"); st != http.StatusNotFound {
+		t.Fatalf("GET odd: %d, want 404", st)
+	}
+}
