@@ -160,8 +160,17 @@ func (p *putConns) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The bytes net/http read past the head are the body's first.
-	pre, _ := brw.Reader.Peek(brw.Reader.Buffered())
-	cr := &putConnReader{conn: conn, raw: rawsock.NewReader(conn), pre: bytes.Clone(pre), remain: math.MaxInt64}
+	b, _ := brw.Reader.Peek(brw.Reader.Buffered())
+	pre := bytes.Clone(b)
+	if hc, ok := conn.(*prefixConn); ok {
+		// A connection handed back before: take the socket itself again,
+		// with what the loop had read ahead that net/http has not (it
+		// follows what net/http buffered), or every later put would read
+		// and write through the wrapper, past the raw calls.
+		pre = append(pre, hc.pre...)
+		conn = hc.Conn
+	}
+	cr := &putConnReader{conn: conn, raw: rawsock.NewReader(conn), pre: pre, remain: math.MaxInt64}
 	pc := &putConn{p: p, conn: conn, cr: cr, br: bufio.NewReaderSize(cr, 4<<10), sw: rawsock.NewWriter(conn), base: r.Context()}
 	if !p.add(conn) {
 		conn.Close()

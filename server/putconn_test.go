@@ -127,6 +127,19 @@ func TestPutConnMixed(t *testing.T) {
 		t.Fatalf("put c after the GET: %d %s", resp.StatusCode, body)
 	}
 	put("d", 70000, http.StatusCreated)
+	// Taken over again after the hand-back, the connection is the socket
+	// itself, not the hand-back's wrapper, so its reads and writes are the
+	// raw ones again.
+	n.puts.mu.Lock()
+	for c := range n.puts.mu.conns {
+		if _, ok := c.(*net.TCPConn); !ok {
+			t.Errorf("a put connection served as a %T", c)
+		}
+	}
+	if len(n.puts.mu.conns) != 1 {
+		t.Errorf("%d put connections, want 1", len(n.puts.mu.conns))
+	}
+	n.puts.mu.Unlock()
 	// A chunked put on the taken-over connection, sized by X-Yuebing-Size.
 	e := payload(5, 3000)
 	head := "PUT /v1/objects/e HTTP/1.1\r\nHost: t\r\nX-Yuebing-Namespace: " + nsAlpha +
