@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -60,21 +64,87 @@ type mapKey struct {
 // fdConn reads a session's socket, keeping the descriptors that arrive
 // with its bytes, in order, for the register requests they go with.
 type fdConn struct {
-	c   *net.UnixConn
+	c *net.UnixConn
+	// rc, when set, reads with raw non-blocking recvmsg calls (Read);
+	// nil reads through c.ReadMsgUnix.
+	rc  syscall.RawConn
 	oob []byte
 	// fds are descriptors received and not yet claimed, at most max:
 	// older ones are closed to make room (a client that sends
 	// descriptors without requests cannot pile them up here).
 	fds []int
 	max int
+	// recvmsg's arguments and results, in the struct so that one Read
+	// allocates nothing: recv is bound once, not a closure per call.
+	msg   unix.Msghdr
+	iov   unix.Iovec
+	recv  func(fd uintptr) bool
+	n     int
+	errno syscall.Errno
+}
+
+func newFDConn(c *net.UnixConn, maxKept int) *fdConn {
+	f := &fdConn{c: c, oob: make([]byte, unix.CmsgSpace(maxFDs*4)), max: maxKept}
+	if rc, err := c.SyscallConn(); err == nil {
+		f.rc = rc
+		f.recv = f.recvmsg
+	}
+	return f
+}
+
+// recvmsg is rc.Read's callback: false on EAGAIN, to park in the poller.
+func (f *fdConn) recvmsg(fd uintptr) bool {
+	for {
+		// MSG_CMSG_CLOEXEC as ReadMsgUnix: no descriptor taken here leaks
+		// into a child process even for an instant.
+		v, _, e := unix.RawSyscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&f.msg)), unix.MSG_CMSG_CLOEXEC)
+		switch e {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		f.n, f.errno = int(v), e
+		return true
+	}
 }
 
 func (f *fdConn) Read(p []byte) (int, error) {
-	n, oobn, _, _, err := f.c.ReadMsgUnix(p, f.oob)
-	if oobn > 0 {
-		f.keep(f.oob[:oobn])
+	if f.rc == nil || len(p) == 0 {
+		n, oobn, _, _, err := f.c.ReadMsgUnix(p, f.oob)
+		if oobn > 0 {
+			f.keep(f.oob[:oobn])
+		}
+		return max(n, 0), err
 	}
-	return max(n, 0), err
+	// Through ReadMsgUnix every read is a syscall.Syscall, whose
+	// entersyscall wakes sysmon when every processor was idle: once per
+	// request on a latency-bound session, which then pays sysmon's 20 µs
+	// polling (docs/benchmarks.md, "Shared-memory sessions: raw system
+	// calls"). The socket is non-blocking, so recvmsg never waits: on
+	// EAGAIN the goroutine parks in the poller, where deadlines and Close
+	// reach it as they reach ReadMsgUnix.
+	f.iov.Base = &p[0]
+	f.iov.SetLen(len(p))
+	f.msg = unix.Msghdr{Iov: &f.iov, Iovlen: 1, Control: &f.oob[0]}
+	f.msg.SetControllen(len(f.oob))
+	f.n, f.errno = 0, 0
+	err := f.rc.Read(f.recv)
+	f.iov.Base = nil // hold on to none of p
+	n, errno, oobn := f.n, f.errno, int(f.msg.Controllen)
+	if err != nil {
+		return 0, err
+	}
+	if errno != 0 {
+		return 0, &net.OpError{Op: "read", Net: "unix", Source: f.c.LocalAddr(), Addr: f.c.RemoteAddr(), Err: os.NewSyscallError("recvmsg", errno)}
+	}
+	if oobn > 0 {
+		f.keep(f.oob[:min(oobn, len(f.oob))])
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
 }
 
 func (f *fdConn) keep(oob []byte) {

@@ -274,10 +274,10 @@ func (s *Server) handle(p *pendingConn, el *list.Element) {
 // requests answers the session's request lines until the client hangs up
 // or sends a line over MaxRequestBytes.
 func (s *Server) requests(c *net.UnixConn, sess *Session) {
-	f := &fdConn{c: c, oob: make([]byte, unix.CmsgSpace(maxFDs*4)), max: s.opts.MaxRegions}
+	f := newFDConn(c, s.opts.MaxRegions)
 	defer f.close()
 	r := bufio.NewReaderSize(f, 64<<10)
-	w := bufio.NewWriterSize(c, 64<<10)
+	w := newAnswerWriter(c)
 	var line []byte
 	for {
 		line = line[:0]
@@ -286,8 +286,7 @@ func (s *Server) requests(c *net.UnixConn, sess *Session) {
 			line = append(line, chunk...)
 			if len(line) > s.opts.MaxRequestBytes {
 				msg, _ := json.Marshal(answer{Error: &answerError{Code: "too_large", Message: fmt.Sprintf("staging: request line over %d bytes", s.opts.MaxRequestBytes)}})
-				w.Write(append(msg, '\n'))
-				w.Flush()
+				w.write(msg)
 				return
 			}
 			if err == nil {
@@ -303,9 +302,7 @@ func (s *Server) requests(c *net.UnixConn, sess *Session) {
 			out = s.opts.Handle(s.ctx, sess, line)
 			sess.mu.RUnlock()
 		}
-		w.Write(out)
-		w.WriteByte('\n')
-		if w.Flush() != nil {
+		if w.write(out) != nil {
 			return
 		}
 	}
