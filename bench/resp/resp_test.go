@@ -47,8 +47,15 @@ func TestRunRespVsRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
+	named := map[string]map[string]any{}
+	var cases []map[string]any
 	for _, r := range rep.Results {
+		if r["name"] == "resp" && r["op"] != "memory" {
+			cases = append(cases, r)
+			continue
+		}
 		names = append(names, r["name"].(string))
+		named[r["name"].(string)] = r
 		if r["op"] == "memory" {
 			if r["fits"] != true || r["keys"] != 5000 || r["bytes_per_key"].(float64) <= 28 || r["redis_bytes_per_key"].(float64) <= 28 {
 				t.Errorf("memory row %v", r)
@@ -67,6 +74,20 @@ func TestRunRespVsRedis(t *testing.T) {
 	}
 	if got := strings.Join(names, ","); got != "set_4096,get_4096,set_4096_p16,get_4096_p16,set_65536,get_65536,set_28_c8,get_28_c8,incr_28_c8,exists_28_c8,lmcache_flow,resp" {
 		t.Errorf("rows %s", got)
+	}
+	// Every case but the flow is also a "resp" row with the named row's
+	// figures.
+	if len(cases) != len(names)-2 {
+		t.Errorf("%d resp case rows for %d named rows", len(cases), len(names)-2)
+	}
+	for _, r := range cases {
+		n := named[r["row"].(string)]
+		for _, k := range []string{"op", "value_bytes", "clients", "pipeline", "ops_per_sec", "baseline_ops_per_sec", "ratio", "cpu_ratio"} {
+			if n == nil || r[k] != n[k] {
+				t.Errorf("resp row %v: %s differs from its named row %v", r, k, n)
+				break
+			}
+		}
 	}
 	if Runs(o) != 13 {
 		t.Errorf("RespRuns = %d, want 13", Runs(o))
@@ -92,7 +113,7 @@ func TestRunRespVsRedisPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Results) != 2 {
+	if len(rep.Results) != 4 { // set_4096 and get_4096, each also as a resp row
 		t.Fatalf("%d rows", len(rep.Results))
 	}
 	for _, r := range rep.Results {

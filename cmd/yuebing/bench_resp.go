@@ -37,7 +37,9 @@ used_memory growth per key) and fits (every key kept within the DRAM
 tier). Each other row has op, ops_per_sec, mb_per_sec, baseline
 (redis-server), baseline_ops_per_sec and ratio, and each server's CPU time per request (cpu_us_per_op,
 baseline_cpu_us_per_op, cpu_ratio; the tests of one redis-benchmark run share
-it; lmcache_flow has none, its client runs in this process). On a machine
+it; lmcache_flow has none, its client runs in this process). Every case but
+the flow is also a row named resp, with its op, value_bytes, clients,
+pipeline, ratio, cpu_ratio and row (the named row's name). On a machine
 with few cores, --pin keeps the client and the servers on separate CPUs.
 Needs redis-server and redis-benchmark (Debian packages redis-server and
 redis-tools).`,
