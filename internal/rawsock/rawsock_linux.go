@@ -214,3 +214,25 @@ func (w *Writer) Writev(bufs [][]byte) (int64, error) {
 	}
 	return total, nil
 }
+
+// ReadFD and WriteFD are one read or write of a non-blocking descriptor
+// whose readiness the caller watches itself, as the RESP event loop does
+// with its epoll set: a raw system call, which never blocks on such a
+// descriptor and so need not tell the scheduler (a call through
+// syscall.Syscall wakes sysmon whenever every P was idle). Errors,
+// unix.EAGAIN and unix.EINTR included, come back as the bare errno.
+func ReadFD(fd int, p []byte) (int, error) { return fdIO(unix.SYS_READ, fd, p) }
+
+// WriteFD: see ReadFD.
+func WriteFD(fd int, p []byte) (int, error) { return fdIO(unix.SYS_WRITE, fd, p) }
+
+func fdIO(sysno uintptr, fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(sysno, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}

@@ -254,3 +254,64 @@ func TestWriterLocalClose(t *testing.T) {
 		t.Fatal("Close did not wake a parked write")
 	}
 }
+
+// TestFD: ReadFD and WriteFD on a non-blocking socket descriptor move the
+// bytes, answer EAGAIN as the bare errno when there is nothing to read or
+// no room to write, and 0 bytes with no error at the peer's EOF.
+func TestFD(t *testing.T) {
+	c, s := pair(t)
+	f, err := s.(*net.TCPConn).File() // a blocking duplicate: made non-blocking below
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	if err := unix.SetNonblock(fd, true); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if _, err := ReadFD(fd, buf); err != unix.EAGAIN {
+		t.Fatalf("read of an empty socket: %v, want EAGAIN", err)
+	}
+	if n, err := ReadFD(fd, nil); n != 0 || err != nil {
+		t.Fatalf("empty read: %d %v", n, err)
+	}
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var n int
+	for err = unix.EAGAIN; err == unix.EAGAIN && time.Now().Before(deadline); {
+		n, err = ReadFD(fd, buf)
+	}
+	if err != nil || string(buf[:n]) != "PING\r\n" {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+	// The peer does not read: writes fill the socket, then EAGAIN.
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	total := 0
+	for range 1 << 10 {
+		n, err := WriteFD(fd, big)
+		total += n
+		if err == unix.EAGAIN {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if total == 0 || total >= 1<<30 {
+		t.Fatalf("wrote %d bytes before EAGAIN", total)
+	}
+	got, err := io.ReadAll(io.LimitReader(c, int64(total)))
+	if err != nil || len(got) != total || bytes.Count(got, []byte("x")) != total {
+		t.Fatalf("peer read %d of %d bytes: %v", len(got), total, err)
+	}
+	c.Close()
+	for err, n = unix.EAGAIN, -1; err == unix.EAGAIN && time.Now().Before(deadline); {
+		n, err = ReadFD(fd, buf)
+	}
+	if n != 0 || err != nil {
+		t.Fatalf("read at EOF: %d %v, want 0 and no error", n, err)
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/yuebing/yuebing/internal/rawsock"
 )
 
 // loops are a server's event loops; connections are dealt round-robin.
@@ -340,28 +342,13 @@ const loopIn = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET
 
 var errAgain = errors.New("again")
 
-// The loop's reads, writes and epoll_wait never block (its sockets are
-// non-blocking and it polls with no timeout), so it calls the kernel
-// without telling the scheduler. A call through syscall.Syscall does
-// entersyscall, which wakes sysmon from its deep sleep whenever every P
-// was idle, as they are each time a server waits on its clients; sysmon
-// then polls every 20 µs for a millisecond or more. On two cores those
-// wake-ups were 16% of the node's samples at -c 8 (docs/benchmarks.md).
-
-func rawRead(fd int, p []byte) (int, error)  { return rawIO(unix.SYS_READ, fd, p) }
-func rawWrite(fd int, p []byte) (int, error) { return rawIO(unix.SYS_WRITE, fd, p) }
-
-func rawIO(sysno uintptr, fd int, p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	n, _, e := unix.RawSyscall(sysno, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
-}
-
+// epollPoll, like the loop's reads and writes (rawsock.ReadFD, WriteFD),
+// never blocks (no timeout), so it calls the kernel without telling the
+// scheduler. A call through syscall.Syscall does entersyscall, which
+// wakes sysmon from its deep sleep whenever every P was idle, as they are
+// each time a server waits on its clients; sysmon then polls every 20 µs
+// for a millisecond or more. On two cores those wake-ups were 16% of the
+// node's samples at -c 8 (docs/benchmarks.md).
 func epollPoll(epfd int, events []unix.EpollEvent) (int, error) {
 	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
 	if e != 0 {
@@ -372,7 +359,7 @@ func epollPoll(epfd int, events []unix.EpollEvent) (int, error) {
 
 func readFD(fd int, p []byte) (int, error) {
 	for {
-		n, err := rawRead(fd, p)
+		n, err := rawsock.ReadFD(fd, p)
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
@@ -469,7 +456,7 @@ func (l *loop) runOne(c *conn) bool {
 func (l *loop) write(c *conn) bool {
 	lp := c.lp
 	for lp.outPos < len(c.out) {
-		n, err := rawWrite(lp.fd, c.out[lp.outPos:])
+		n, err := rawsock.WriteFD(lp.fd, c.out[lp.outPos:])
 		if n > 0 {
 			lp.outPos += n
 			c.s.stats.netOut.Add(int64(n))
