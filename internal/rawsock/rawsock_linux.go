@@ -27,6 +27,13 @@ type Reader struct {
 	c     net.Conn
 	rc    syscall.RawConn
 	lowat int // SO_RCVLOWAT as last set; 0 for the kernel's default of 1
+	// One read's arguments and results, with its poller callback bound
+	// once, so that a read allocates no closure.
+	p     []byte
+	want  int
+	n     int
+	errno syscall.Errno
+	read  func(fd uintptr) bool
 }
 
 // NewReader returns a Reader of c, or nil when c has no raw socket (a
@@ -36,7 +43,9 @@ func NewReader(c net.Conn) *Reader {
 	if rc == nil {
 		return nil
 	}
-	return &Reader{c: c, rc: rc}
+	r := &Reader{c: c, rc: rc}
+	r.read = r.readFD
+	return r
 }
 
 // Read reads from the socket into p, as net.Conn's Read does, deadlines
@@ -53,27 +62,10 @@ func (r *Reader) Read(p []byte) (int, error) {
 		// The long read is over: the next may be a few bytes.
 		r.rc.Control(func(fd uintptr) { r.setLowat(fd, 0) })
 	}
-	var n int
-	var errno syscall.Errno
-	err := r.rc.Read(func(fd uintptr) bool {
-		for {
-			v, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			switch e {
-			case unix.EINTR:
-				continue
-			case unix.EAGAIN:
-				if want != 0 && r.lowat != want {
-					// Raised only now, with the socket drained, so what was
-					// queued is read at once; the kernel wakes the poller if
-					// as much arrived meanwhile.
-					r.setLowat(fd, want)
-				}
-				return false
-			}
-			n, errno = int(v), e
-			return true
-		}
-	})
+	r.p, r.want, r.n, r.errno = p, want, 0, 0
+	err := r.rc.Read(r.read)
+	n, errno := r.n, r.errno
+	r.p = nil // hold on to none of p
 	if err != nil {
 		return 0, err
 	}
@@ -84,6 +76,22 @@ func (r *Reader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// readFD is Read's poller callback: false on EAGAIN, to park.
+func (r *Reader) readFD(fd uintptr) bool {
+	v, e := Syscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&r.p[0])), uintptr(len(r.p)))
+	if e == unix.EAGAIN {
+		if r.want != 0 && r.lowat != r.want {
+			// Raised only now, with the socket drained, so what was
+			// queued is read at once; the kernel wakes the poller if as
+			// much arrived meanwhile.
+			r.setLowat(fd, r.want)
+		}
+		return false
+	}
+	r.n, r.errno = int(v), e
+	return true
 }
 
 // Reset sets SO_RCVLOWAT back to the kernel's default, before the socket is
@@ -115,6 +123,12 @@ type Writer struct {
 	rc  syscall.RawConn
 	iov [4]unix.Iovec
 	one [1][]byte
+	// One writev's iovecs and results, with its poller callback bound
+	// once, so that a write allocates no closure.
+	iv    []unix.Iovec
+	n     int
+	errno syscall.Errno
+	write func(fd uintptr) bool
 }
 
 // NewWriter returns a Writer of c, or nil when c has no raw socket (a
@@ -124,7 +138,9 @@ func NewWriter(c net.Conn) *Writer {
 	if rc == nil {
 		return nil
 	}
-	return &Writer{c: c, rc: rc}
+	w := &Writer{c: c, rc: rc}
+	w.write = w.writeFD
+	return w
 }
 
 func rawConn(c net.Conn) syscall.RawConn {
@@ -174,22 +190,11 @@ func (w *Writer) Writev(bufs [][]byte) (int64, error) {
 		if len(iv) == 0 {
 			break
 		}
-		var n int
-		var errno syscall.Errno
-		err := w.rc.Write(func(fd uintptr) bool {
-			for {
-				r, _, e := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iv[0])), uintptr(len(iv)))
-				switch e {
-				case unix.EINTR:
-					continue
-				case unix.EAGAIN:
-					return false
-				}
-				n, errno = int(r), e
-				return true
-			}
-		})
+		w.iv, w.n, w.errno = iv, 0, 0
+		err := w.rc.Write(w.write)
+		n, errno := w.n, w.errno
 		clear(iv) // the iovecs point into bufs: hold on to none of them
+		w.iv = nil
 		if err != nil {
 			return total, err
 		}
@@ -215,12 +220,35 @@ func (w *Writer) Writev(bufs [][]byte) (int64, error) {
 	return total, nil
 }
 
+// writeFD is Writev's poller callback: false on EAGAIN, to park.
+func (w *Writer) writeFD(fd uintptr) bool {
+	v, e := Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&w.iv[0])), uintptr(len(w.iv)))
+	if e == unix.EAGAIN {
+		return false
+	}
+	w.n, w.errno = int(v), e
+	return true
+}
+
+// Syscall makes a raw system call that cannot block, again while a signal
+// interrupts it (EINTR): it does not tell the scheduler, so it neither
+// hands off the processor nor wakes sysmon. For calls on non-blocking
+// descriptors only.
+func Syscall(trap, a1, a2, a3 uintptr) (uintptr, syscall.Errno) {
+	for {
+		r, _, e := unix.RawSyscall(trap, a1, a2, a3)
+		if e != unix.EINTR {
+			return r, e
+		}
+	}
+}
+
 // ReadFD and WriteFD are one read or write of a non-blocking descriptor
 // whose readiness the caller watches itself, as the RESP event loop does
 // with its epoll set: a raw system call, which never blocks on such a
 // descriptor and so need not tell the scheduler (a call through
 // syscall.Syscall wakes sysmon whenever every P was idle). Errors,
-// unix.EAGAIN and unix.EINTR included, come back as the bare errno.
+// unix.EAGAIN included, come back as the bare errno.
 func ReadFD(fd int, p []byte) (int, error) { return fdIO(unix.SYS_READ, fd, p) }
 
 // WriteFD: see ReadFD.
@@ -230,7 +258,7 @@ func fdIO(sysno uintptr, fd int, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n, _, e := unix.RawSyscall(sysno, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	n, e := Syscall(sysno, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 	if e != 0 {
 		return 0, e
 	}

@@ -315,3 +315,24 @@ func TestFD(t *testing.T) {
 		t.Fatalf("read at EOF: %d %v, want 0 and no error", n, err)
 	}
 }
+
+// TestNoAllocs: a short write and its read allocate nothing, since their
+// poller callbacks are bound once, not made per call; each runs on every
+// request of the connections that use them.
+func TestNoAllocs(t *testing.T) {
+	c, s := pair(t)
+	w, r := NewWriter(c), NewReader(s)
+	msg := []byte("+OK\r\n")
+	buf := make([]byte, 64)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := w.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := io.ReadFull(r, buf[:len(msg)]); err != nil || n != len(msg) {
+			t.Fatalf("read %d: %v", n, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per write and read, want 0", allocs)
+	}
+}

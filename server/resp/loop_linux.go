@@ -358,16 +358,11 @@ func epollPoll(epfd int, events []unix.EpollEvent) (int, error) {
 }
 
 func readFD(fd int, p []byte) (int, error) {
-	for {
-		n, err := rawsock.ReadFD(fd, p)
-		switch {
-		case errors.Is(err, unix.EINTR):
-			continue
-		case errors.Is(err, unix.EAGAIN):
-			return 0, errAgain
-		}
-		return n, err
+	n, err := rawsock.ReadFD(fd, p)
+	if errors.Is(err, unix.EAGAIN) {
+		return 0, errAgain
 	}
+	return n, err
 }
 
 // process runs the whole commands at the start of data, keeps an
@@ -463,7 +458,6 @@ func (l *loop) write(c *conn) bool {
 		}
 		switch {
 		case err == nil:
-		case errors.Is(err, unix.EINTR):
 		case errors.Is(err, unix.EAGAIN):
 			return true
 		default:

@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/yuebing/yuebing/internal/rawsock"
 )
 
 // Registered regions: a client maps its own memory from a memfd, passes
@@ -94,19 +96,14 @@ func newFDConn(c *net.UnixConn, maxKept int) *fdConn {
 
 // recvmsg is rc.Read's callback: false on EAGAIN, to park in the poller.
 func (f *fdConn) recvmsg(fd uintptr) bool {
-	for {
-		// MSG_CMSG_CLOEXEC as ReadMsgUnix: no descriptor taken here leaks
-		// into a child process even for an instant.
-		v, _, e := unix.RawSyscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&f.msg)), unix.MSG_CMSG_CLOEXEC)
-		switch e {
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		}
-		f.n, f.errno = int(v), e
-		return true
+	// MSG_CMSG_CLOEXEC as ReadMsgUnix: no descriptor taken here leaks
+	// into a child process even for an instant.
+	v, e := rawsock.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&f.msg)), unix.MSG_CMSG_CLOEXEC)
+	if e == unix.EAGAIN {
+		return false
 	}
+	f.n, f.errno = int(v), e
+	return true
 }
 
 func (f *fdConn) Read(p []byte) (int, error) {
